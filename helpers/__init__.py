@@ -1,0 +1,1 @@
+"""Thin modules the companion's notebooks import; one concern per module."""

@@ -1,0 +1,34 @@
+"""Writers for figures (png + pdf) and tables (csv + tex); plotting functions live beside the notebook
+that needs them (`helpers/*_figures.py`) and call these to save."""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
+_PDF_METADATA = {"CreationDate": None, "Creator": "visual-heads companion", "Producer": None}
+_PNG_METADATA = {"Software": None}
+
+
+def save_figure(fig: plt.Figure, name: str, out_dir: Path) -> list[Path]:
+    """Write `fig` as `<out_dir>/<name>.png` and `.pdf`; returns both paths and closes the figure."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
+    fig.savefig(png, dpi=150, bbox_inches="tight", metadata=_PNG_METADATA)
+    fig.savefig(pdf, bbox_inches="tight", metadata=_PDF_METADATA)
+    plt.close(fig)
+    return [png, pdf]
+
+
+def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = "%.3f") -> list[Path]:
+    """Write `df` as `<out_dir>/<name>.csv` and `.tex`; returns both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, tex = out_dir / f"{name}.csv", out_dir / f"{name}.tex"
+    df.to_csv(csv, index=False, float_format=float_format)
+    tex.write_text(df.to_latex(index=False, float_format=float_format, na_rep="--"))
+    return [csv, tex]
