@@ -1,0 +1,114 @@
+"""Results on disk, keyed by a hash of the parameters and of the code that computes them.
+
+Entries are `.npz` files of named arrays plus a JSON header, loaded with `allow_pickle=False` (nothing
+on disk can execute code), written atomically (temp file + rename) so a killed run never leaves a
+half-written entry under a valid name. A truncated or corrupt entry is detected on load, removed and
+recomputed. `cached_chunks` splits a long per-item computation into chunks, so a rerun after a crash
+recomputes only the missing ones.
+"""
+import hashlib
+import inspect
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+_HEADER = "__header__"
+
+
+def code_version(*objects) -> str:
+    """Short hash of the source text of modules / functions, so edited code invalidates old results."""
+    digest = hashlib.sha256()
+    for obj in objects:
+        digest.update(inspect.getsource(obj).encode())
+    return digest.hexdigest()[:12]
+
+
+def _canonical(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    raise TypeError(f"cache key parameter of type {type(value).__name__} ({value!r}) is not allowed; "
+                    "use str, int, float, bool, None, Path, or lists/dicts of those")
+
+
+def cache_key(params: dict) -> str:
+    """sha256 of the canonical JSON of `params` (order-independent)."""
+    text = json.dumps(_canonical(params), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+class ResultCache:
+    """A folder of `<name>/<key>.npz` entries."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, name: str, params: dict) -> Path:
+        return self.root / name / f"{cache_key(params)}.npz"
+
+    def load(self, name: str, params: dict) -> dict[str, np.ndarray] | None:
+        """The stored arrays, or None when absent; a corrupt entry is deleted and reported as absent."""
+        path = self.path(name, params)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {key: npz[key] for key in npz.files}  # reading every member checks its CRC
+            header = json.loads(str(arrays.pop(_HEADER)))
+            if header["params"] != _canonical(params):
+                raise ValueError("header does not match the requested parameters")
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError):
+            path.unlink(missing_ok=True)
+            return None
+        return arrays
+
+    def save(self, name: str, params: dict, arrays: dict[str, np.ndarray]) -> Path:
+        """Atomically write `arrays` (object arrays are refused: they would need pickle)."""
+        for key, value in arrays.items():
+            if np.asarray(value).dtype == object:
+                raise TypeError(f"array {key!r} has dtype object, which cannot be stored without pickle")
+        path = self.path(name, params)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = json.dumps({"name": name, "params": _canonical(params)})
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **{_HEADER: np.array(header)}, **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def get_or_compute(self, name: str, params: dict, compute: Callable[[], dict]) -> dict[str, np.ndarray]:
+        arrays = self.load(name, params)
+        if arrays is None:
+            arrays = {k: np.asarray(v) for k, v in compute().items()}
+            self.save(name, params, arrays)
+        return arrays
+
+    def cached_chunks(self, name: str, params: dict, n_items: int, chunk_size: int,
+                      compute: Callable[[int, int], dict]) -> dict[str, np.ndarray]:
+        """Per-item arrays for items 0..n_items-1, computed chunk by chunk by `compute(start, stop)`
+        (arrays with the item axis first) and concatenated; each chunk is its own cache entry.
+        Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one."""
+        if n_items < 1 or chunk_size < 1:
+            raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
+        parts = [self.get_or_compute(name, {**params, "chunk": [start, min(start + chunk_size, n_items)]},
+                                     lambda s=start: compute(s, min(s + chunk_size, n_items)))
+                 for start in range(0, n_items, chunk_size)]
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

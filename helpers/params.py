@@ -1,0 +1,121 @@
+"""Validation of the notebooks' `parameters` cells, in one place for every notebook.
+
+A notebook passes its parameters as a dict; `validate` checks each known name, applies the smoke
+sizes when `smoke` is true, and returns a namespace. A bad value stops with a message naming it and
+what is allowed.
+"""
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+from helpers.design import SETTINGS
+
+DEVICES = ("cpu", "cuda", "mps", "auto")
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+SIZE_MINIMUM = {"n_items": 2, "n_strips": 2, "n_random": 1, "n_splits": 1, "n_boot": 10}
+# Sizes used when `smoke=True`: enough to exercise every code path in seconds.
+SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_splits": 5, "n_boot": 50}
+
+
+class ParameterError(ValueError):
+    """A notebook parameter with a value that is not allowed."""
+
+
+def _fail(name, value, allowed):
+    raise ParameterError(f"parameter {name}={value!r} is not allowed; {allowed}")
+
+
+def _check_model(value):
+    if not isinstance(value, str) or not value:
+        _fail("model", value, "use 'toy', a local save_pretrained folder or a hub id like 'Qwen/Qwen3-VL-8B-Instruct'")
+    if value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value):
+        return value
+    _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+
+
+def _check_device(value):
+    if isinstance(value, str) and (value in DEVICES or re.fullmatch(r"cuda:\d+", value)):
+        return value
+    _fail("device", value, f"allowed: {', '.join(DEVICES)} or 'cuda:N'")
+
+
+def _check_dtype(value):
+    if value in DTYPES:
+        return value
+    _fail("dtype", value, f"allowed: {', '.join(DTYPES)}")
+
+
+def _check_settings(value):
+    names = list(SETTINGS) if value == "all" else value
+    if isinstance(names, str):
+        names = [names]
+    bad = [n for n in names if n not in SETTINGS] if isinstance(names, (list, tuple)) else [names]
+    if bad or not names:
+        _fail("settings", value, f"allowed: 'all' or a list of {', '.join(SETTINGS)}")
+    return list(names)
+
+
+def _check_k(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail("k", value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+    if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
+        return value
+    _fail("k", value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+
+
+def _check_size(name):
+    def check(value):
+        low = SIZE_MINIMUM[name]
+        if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+            return value
+        _fail(name, value, f"use an int >= {low}")
+    return check
+
+
+def _check_seed(value):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    _fail("seed", value, "use an int >= 0")
+
+
+def _check_flag(name):
+    def check(value):
+        if isinstance(value, bool):
+            return value
+        _fail(name, value, "use True or False")
+    return check
+
+
+def _check_dir(name):
+    def check(value):
+        if isinstance(value, (str, Path)) and str(value):
+            return Path(value).expanduser().resolve()
+        _fail(name, value, "use a folder path")
+    return check
+
+
+CHECKS = {
+    "model": _check_model,
+    "device": _check_device,
+    "dtype": _check_dtype,
+    "settings": _check_settings,
+    "k": _check_k,
+    "seed": _check_seed,
+    "smoke": _check_flag("smoke"),
+    "interactive": _check_flag("interactive"),
+    "out_dir": _check_dir("out_dir"),
+    "cache_dir": _check_dir("cache_dir"),
+    **{name: _check_size(name) for name in SIZE_MINIMUM},
+}
+
+
+def validate(params: dict) -> SimpleNamespace:
+    """Check every parameter, shrink sizes to SMOKE when `smoke` is true, return them as attributes."""
+    unknown = sorted(set(params) - set(CHECKS))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
+    checked = {name: CHECKS[name](value) for name, value in params.items()}
+    if checked.get("smoke"):
+        checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
+    return SimpleNamespace(**checked)

@@ -1,0 +1,73 @@
+"""Notebook structure, the runner, and a smoke papermill run of every notebook."""
+import ast
+import json
+import subprocess
+import sys
+
+import jupytext
+import pytest
+
+from helpers import paths, run
+
+SOURCES = run.notebook_sources()
+
+
+def test_notebooks_exist_in_order():
+    stems = [p.stem for p in SOURCES]
+    assert stems and stems[0] == "00_design"
+    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(len(stems))]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_one_parameters_cell_of_plain_literals_and_a_kernelspec(source):
+    nb = jupytext.read(source)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{source.name}: {len(tagged)} parameters cells"
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code is tagged[0], "the parameters cell must be the first code cell"
+    for stmt in ast.parse(tagged[0].source).body:
+        assert isinstance(stmt, ast.Assign), ast.dump(stmt)
+        ast.literal_eval(stmt.value)  # raises unless a plain literal
+    names = {t.id for s in ast.parse(tagged[0].source).body for t in s.targets}
+    assert {"model", "smoke", "out_dir", "cache_dir"} <= names
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_py_source_is_in_canonical_jupytext_form(source):
+    # the .ipynb twin is generated from the .py; a round trip must not change the source
+    text = source.read_text()
+    assert jupytext.writes(jupytext.reads(text, fmt="py:percent"), fmt="py:percent") == text
+
+
+def test_runner_names_failing_notebook_and_cell(tmp_path):
+    bad = tmp_path / "99_bad.py"
+    header = "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     language: python\n" \
+             "#     name: python3\n# ---\n\n"
+    bad.write_text(header + '# %% tags=["parameters"]\nx = 1\n\n# %%\ny = x + 1\n\n# %%\nraise ValueError("boom")\n')
+    with pytest.raises(SystemExit) as err:
+        run.run([bad], {"x": 2}, tmp_path / "build")
+    assert "FAILED 99_bad" in str(err.value) and "ValueError: boom" in str(err.value)
+    executed = json.loads((tmp_path / "build" / "notebooks" / "99_bad.ipynb").read_text())
+    injected = [c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert "x = 2" in "".join(injected[0]["source"])
+    with pytest.raises(SystemExit, match="taken by none"):
+        run.run([bad], {"nope": 1}, tmp_path / "build")
+
+
+def test_unknown_notebook_prefix_lists_available():
+    with pytest.raises(SystemExit, match="00_design"):
+        run.select(["42"])
+
+
+def test_smoke_run_of_every_notebook():
+    """`python -m helpers.run --smoke`: every notebook end to end with small sizes, outputs in build/."""
+    before = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = paths.BUILD / "smoke" / "paper_figures"
+    assert (out / "design_grid.png").stat().st_size > 10_000
+    assert (out / "design_settings.csv").read_text().count("\n") == 13
+    after = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
+    assert after == before, "a smoke run must never write into paper_figures/"

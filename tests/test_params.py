@@ -1,0 +1,44 @@
+import pytest
+
+from helpers import params
+from helpers.design import SETTINGS, k_for, parse_setting
+
+
+def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
+    p = params.validate(dict(model="toy", device="cuda:1", dtype="bfloat16", k=0.087, n_items=400,
+                             n_random=20, seed=0, smoke=True, out_dir=str(tmp_path), settings="all"))
+    assert p.n_items == params.SMOKE["n_items"] and p.n_random == params.SMOKE["n_random"]
+    assert p.settings == list(SETTINGS) and p.out_dir == tmp_path
+    assert params.validate(dict(n_items=400, smoke=False)).n_items == 400
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("settings", ["cm-ord-last", "cm-xyz-last"], "cm-ref-qsp"),
+    ("k", 0, "int >= 1"),
+    ("k", 1.5, "share 0 < k < 1"),
+    ("n_items", 1, "int >= 2"),
+    ("n_strips", "10", "int >= 2"),
+    ("device", "gpu", "cpu, cuda, mps, auto"),
+    ("dtype", "fp8", "float32, bfloat16"),
+    ("model", "not a model", "hub id"),
+    ("smoke", "yes", "True or False"),
+])
+def test_bad_values_name_the_value_and_the_allowed_ones(name, value, fragment):
+    with pytest.raises(params.ParameterError) as err:
+        params.validate({name: value})
+    assert f"{name}={value!r}" in str(err.value) and fragment in str(err.value)
+
+
+def test_unknown_parameter_lists_known_ones():
+    with pytest.raises(params.ParameterError, match="unknown parameter.*'n_itemz'.*n_items"):
+        params.validate({"n_itemz": 3})
+
+
+def test_design_names_and_k():
+    assert len(SETTINGS) == 12 and len(set(SETTINGS)) == 12
+    assert parse_setting("co-ref-out").source == "out"
+    with pytest.raises(ValueError, match="allowed: cm-ord-last"):
+        parse_setting("cm-ref-all")
+    assert k_for(1152) == 100 and k_for(144) == 12 and k_for(144, 20) == 20
+    with pytest.raises(ValueError, match="k=200"):
+        k_for(144, 200)
