@@ -42,3 +42,14 @@ def test_design_names_and_k():
     assert k_for(1152) == 100 and k_for(144) == 12 and k_for(144, 20) == 20
     with pytest.raises(ValueError, match="k=200"):
         k_for(144, 200)
+
+
+def test_environment_yml_pins_match_requirements():
+    from helpers import paths
+    reqs = {l.strip() for l in (paths.ROOT / "requirements.txt").read_text().splitlines()
+            if l.strip() and not l.startswith("#")}
+    env = (paths.ROOT / "environment.yml").read_text()
+    pip_pins = {l.strip()[2:] for l in env.splitlines() if "==" in l}
+    conda_torch = {"torch==2.14.1", "torchvision==0.29.1"}
+    assert {r for r in reqs if r not in conda_torch} == pip_pins
+    assert "pytorch=2.14.1" in env and "torchvision=0.29.1" in env

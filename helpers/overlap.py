@@ -1,0 +1,109 @@
+"""How much two head rankings agree: top-k sets, overlap, half-split noise ceilings, top-k curves.
+
+Scores are arrays over heads, `[L, H]` (one setting's mean score) or `[N, L, H]` (per item); a head-set
+is a bool mask `[L, H]`. Ties are broken by flat head index (layer-major), so results are deterministic.
+"""
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from helpers.design import parse_setting
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Flat top-k of `scores` [L, H] -> bool mask [L, H]."""
+    flat = np.asarray(scores, dtype=np.float64).ravel()
+    if not 1 <= k <= flat.size:
+        raise ValueError(f"k={k} is not allowed: use 1..{flat.size} (the number of heads)")
+    order = np.lexsort((np.arange(flat.size), -flat))  # highest score first, then lowest index
+    mask = np.zeros(flat.size, dtype=bool)
+    mask[order[:k]] = True
+    return mask.reshape(np.shape(scores))
+
+
+def top_k_per_layer(scores: np.ndarray, k_per_layer: int) -> np.ndarray:
+    """The top `k_per_layer` heads of every layer of `scores` [L, H] -> bool mask [L, H]."""
+    scores = np.asarray(scores)
+    return np.stack([top_k(row[None], k_per_layer)[0] for row in scores])
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> int:
+    """|A ∩ B| of two head-set masks."""
+    return int(np.logical_and(a, b).sum())
+
+
+def overlap_matrix(mean_scores: dict[str, np.ndarray], k: int) -> pd.DataFrame:
+    """Top-k overlap between every pair of settings (Figure 2)."""
+    sets = {name: top_k(s, k) for name, s in mean_scores.items()}
+    names = list(sets)
+    return pd.DataFrame([[overlap(sets[a], sets[b]) for b in names] for a in names], index=names, columns=names)
+
+
+def changed_factor(a: str, b: str) -> str | None:
+    """'corpus', 'query' or 'source' when settings a and b differ in exactly that factor, else None."""
+    sa, sb = parse_setting(a), parse_setting(b)
+    diff = [f for f in ("corpus", "query", "source") if getattr(sa, f) != getattr(sb, f)]
+    return diff[0] if len(diff) == 1 else None
+
+
+def one_factor_pairs(matrix: pd.DataFrame) -> pd.DataFrame:
+    """Every pair of settings that differ in one factor, with its overlap."""
+    rows = [{"a": a, "b": b, "factor": changed_factor(a, b), "overlap": int(matrix.loc[a, b])}
+            for a, b in combinations(matrix.index, 2) if changed_factor(a, b)]
+    return pd.DataFrame(rows, columns=["a", "b", "factor", "overlap"])
+
+
+def split_halves(n_items: int, n_splits: int, seed: int) -> np.ndarray:
+    """`n_splits` random half-splits of items 0..n-1 -> index array [n_splits, 2, n // 2]."""
+    if n_items < 2:
+        raise ValueError(f"n_items={n_items}: a half-split needs at least 2 items")
+    rng = np.random.default_rng(seed)
+    half = n_items // 2
+    return np.stack([rng.permutation(n_items)[: 2 * half].reshape(2, half) for _ in range(n_splits)])
+
+
+def half_split_overlaps(item_scores_a: np.ndarray, item_scores_b: np.ndarray, k: int,
+                        splits: np.ndarray) -> np.ndarray:
+    """Overlap of A's top-k on one half of the items with B's top-k on the other half, per split.
+
+    With A == B this is the noise ceiling of a setting (two halves of the same data agree this much);
+    with A != B it is the cross-setting overlap at the same data size. -> [n_splits]
+    """
+    return np.array([overlap(top_k(item_scores_a[h1].mean(0), k), top_k(item_scores_b[h2].mean(0), k))
+                     for h1, h2 in splits])
+
+
+def ceiling_table(item_scores: dict[str, np.ndarray], pairs: list[tuple[str, str]], k: int,
+                  n_splits: int, seed: int) -> pd.DataFrame:
+    """Table 20: per pair, overlap at half the items (mean, 2.5/97.5 percentiles over the splits), the
+    geometric mean of the two settings' half-split ceilings, and overlap / ceiling."""
+    n = min(len(s) for s in item_scores.values())
+    splits = split_halves(n, n_splits, seed)
+    ceiling = {name: half_split_overlaps(s[:n], s[:n], k, splits).mean()
+               for name, s in item_scores.items() if any(name in p for p in pairs)}
+    rows = []
+    for a, b in pairs:
+        o = half_split_overlaps(item_scores[a][:n], item_scores[b][:n], k, splits)
+        ceil = float(np.sqrt(ceiling[a] * ceiling[b]))
+        rows.append({"what changes": changed_factor(a, b) or "several", "pair": f"{a} vs {b}",
+                     "shared": o.mean(), "p2.5": np.percentile(o, 2.5), "p97.5": np.percentile(o, 97.5),
+                     "ceiling": ceil, "fraction": o.mean() / ceil if ceil else np.nan})
+    return pd.DataFrame(rows)
+
+
+def top_k_curve(scores_a: np.ndarray, scores_b: np.ndarray, ks: list[int]) -> pd.DataFrame:
+    """Figure 6: shared and unique heads of two rankings as k grows."""
+    rows = []
+    for k in ks:
+        shared = overlap(top_k(scores_a, k), top_k(scores_b, k))
+        rows.append({"k": k, "shared": shared, "a_only": k - shared, "b_only": k - shared, "fraction": shared / k})
+    return pd.DataFrame(rows)
+
+
+def random_overlaps(scores: np.ndarray, k: int, n_draws: int, seed: int) -> np.ndarray:
+    """Overlap of the top-k set with `n_draws` uniform random draws of k heads (the chance line,
+    expectation k^2 / n_heads). -> [n_draws]"""
+    native = top_k(scores, k).ravel()
+    rng = np.random.default_rng(seed)
+    return np.array([native[rng.choice(native.size, k, replace=False)].sum() for _ in range(n_draws)])
