@@ -1,0 +1,397 @@
+"""The head-level attention engine: read, mask and steer any set of attention heads.
+
+One attention function, registered with transformers under the name ``ATTENTION`` (together with
+the ``eager_mask`` mask factory, so an additive float mask is materialised on every step, prefill
+and decode). It computes the normal sdpa output and, while a ``probe`` is active, also
+
+- **reads**: for the chosen query rows only, recomputes ``softmax(q k^T * scaling + mask)`` in fp32
+  and reduces it at once to the attention mass each head sends to named key groups;
+- **intervenes**: adds a per-head bias to the logits of one key group at chosen query rows
+  (``HIDE`` to mask the group, ``+beta`` to steer towards it) and writes the recomputed output back
+  only for the (batch row, head, query row) triples in the head-set, so every other head stays
+  bit-identical to the clean path.
+
+Shapes: B = batch, L = candidate layers (``adapter.candidate_layers``; every decoder layer for most
+families, only the softmax-attention layers of Qwen3.5), H = query heads, T = sequence positions
+(columns of ``input_ids``; with generate, prompt + generated), G = key groups, R = read rows.
+
+Positions are absolute columns of the padded batch (left padding is fine: the mask hides pads).
+Row and key selections are bool ``[B, T]`` tensors; columns beyond T count as not selected, so a
+selection built on the prompt never touches generated tokens unless ``"all"`` is used for rows.
+
+Usage (``lm`` is a ``helpers.models.LoadedModel``)::
+
+    read = Read(rows=last_row,                           # [B, T] bool, or "all"
+                groups={"panel": panel_keys, "image": image_keys})  # name -> [B, T] bool
+    with probe(lm, read=read) as rec:
+        lm.model(**inputs)
+    rec.mass                  # [B, L, H, G]  mean over each batch row's chosen rows
+    rec.mass_per_row          # [B, L, H, R, G] (read.per_row=True), NaN-padded
+    rec.row_positions         # [B, R] absolute positions of those rows, -1 padded
+
+    steer = Intervention(heads=head_set,                 # [B, L, H] bool
+                         keys=cell_keys,                 # [B, T] bool
+                         bias=3.0,                       # float, [B] tensor, or HIDE
+                         rows="all")                     # [B, T] bool, or "all"
+    with probe(lm, intervene=steer):
+        logits = lm.model(**inputs).logits
+
+    # one item x many head-sets in one forward (S and R random sets):
+    batch = expand_item(inputs, n=len(sets))              # batch of n copies of a 1-item input
+    heads = stack_head_sets(lm.adapter, sets)            # [n, L, H] from lists of (layer, head)
+
+``read`` and ``intervene`` can be combined (the read sees the intervened attention of earlier
+layers and the clean attention of its own layer). Guards: heads or layers out of range, empty key
+groups or rows for a batch row that carries heads, a missing float mask, or an intervened layer
+that never ran raise ``ValueError``/``RuntimeError`` instead of doing nothing.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn.functional import scaled_dot_product_attention
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+ATTENTION = "head_probe"
+HIDE = float("-inf")  # bias that hides keys: they get the dtype's most negative finite logit
+READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
+
+Rows = torch.Tensor | str
+
+
+@dataclass
+class Read:
+    """What to read: attention mass from ``rows`` [B, T] (or "all") to each key group [B, T]."""
+    rows: Rows
+    groups: dict[str, torch.Tensor]
+    per_row: bool = False
+
+
+@dataclass
+class Intervention:
+    """Add ``bias`` to the logits of ``keys`` [B, T] for ``heads`` [B, L, H] at ``rows`` [B, T] or "all".
+
+    ``bias``: a float (every batch row), a [B] tensor (one per batch row, e.g. a beta sweep), or HIDE.
+    """
+    heads: torch.Tensor
+    keys: torch.Tensor
+    bias: float | torch.Tensor
+    rows: Rows = "all"
+
+
+@dataclass
+class Recording:
+    """What a probe saw; filled while the context is open, summarised when it closes."""
+    group_names: list[str]
+    mass: torch.Tensor | None = None           # [B, L, H, G]
+    mass_per_row: torch.Tensor | None = None   # [B, L, H, R, G]
+    row_positions: torch.Tensor | None = None  # [B, R]
+
+
+@dataclass
+class _State:
+    layer_of: dict  # attention module -> candidate-layer index
+    n_layers: int
+    n_heads: int
+    read: Read | None
+    intervene: Intervention | None
+    recording: Recording
+    batch: int
+    past_length: int = 0
+    layer_calls: list = field(default_factory=list)        # [L] forwards seen per layer
+    read_sum: dict = field(default_factory=dict)           # layer -> [B, H, G]
+    read_count: dict = field(default_factory=dict)         # layer -> [B]
+    read_rows: dict = field(default_factory=dict)          # layer -> list of ([B, H, r, G], [r], [B, r])
+    rows_hit: torch.Tensor | None = None                   # [B] bool: intervention reached the batch row
+
+
+_ACTIVE: _State | None = None
+
+
+def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
+    output, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )  # [B, q, H, D]
+    state = _ACTIVE
+    if state is None or module not in state.layer_of:
+        return output, None
+    layer = state.layer_of[module]
+    if attention_mask is None or attention_mask.dtype == torch.bool:
+        raise RuntimeError(
+            f"candidate layer {layer} got attention_mask={None if attention_mask is None else attention_mask.dtype}; "
+            f"the probe needs the additive float mask that the '{ATTENTION}' mask function materialises. "
+            "Load the model with helpers.models.load_model (or attn_implementation set to it for the text backbone)."
+        )
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    batch, n_heads, q_len, _ = query.shape
+    k_len = key.shape[2]
+    if batch != state.batch:
+        raise ValueError(f"the probe's tensors have batch size {state.batch}, the forward has batch size {batch}")
+    query_pos = state.past_length + torch.arange(q_len, device=query.device)                 # [q]
+    key_pos = state.past_length + q_len - k_len + torch.arange(k_len, device=query.device)   # [k]
+    mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
+    groups_of_kv = n_heads // key.shape[1]
+    state.layer_calls[layer] += 1
+    if state.read is not None:
+        _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos)
+    if state.intervene is not None:
+        _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos)
+    return output, None
+
+
+AttentionInterface.register(ATTENTION, head_probe_attention)
+AttentionMaskInterface.register(ATTENTION, eager_mask)
+
+
+def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tensor:
+    """Bool [B, n]: which of the absolute ``positions`` [n] a [B, T] selection (or "all") picks."""
+    if isinstance(selection, str):
+        return torch.ones(batch, positions.numel(), dtype=torch.bool, device=positions.device)
+    inside = positions < selection.shape[1]
+    picked = torch.zeros(batch, positions.numel(), dtype=torch.bool, device=positions.device)
+    picked[:, inside] = selection.to(positions.device)[:, positions[inside]]
+    return picked
+
+
+def _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos):
+    batch, n_heads, _, head_dim = query.shape
+    rows = _select(state.read.rows, query_pos, batch)                       # [B, q]
+    row_index = rows.any(0).nonzero().flatten()                             # [r] rows any batch row reads
+    if row_index.numel() == 0:
+        return
+    groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
+    groups = groups.float()[:, None]                                        # [B, 1, k, G]
+    n_kv, k_len = key.shape[1], key.shape[2]
+    keys_t = key.float().transpose(-1, -2)[:, :, None]                      # [B, Hkv, 1, D, k]
+    chunk = max(1, READ_CHUNK_ELEMENTS // (batch * n_heads * k_len))
+    for start in range(0, row_index.numel(), chunk):
+        index = row_index[start:start + chunk]                              # [r]
+        q_rows = query[:, :, index].float().view(batch, n_kv, groups_of_kv, index.numel(), head_dim)
+        scores = (q_rows @ keys_t).view(batch, n_heads, index.numel(), k_len)   # [B, H, r, k]
+        scores = scores * scaling + mask[:, :, index].float()
+        mass = scores.softmax(-1) @ groups                                  # [B, H, r, G]
+        weight = rows[:, index]                                             # [B, r]
+        summed = (mass * weight[:, None, :, None]).sum(2)                   # [B, H, G]
+        state.read_sum[layer] = state.read_sum.get(layer, 0) + summed
+        state.read_count[layer] = state.read_count.get(layer, 0) + weight.sum(1)
+        if state.read.per_row:
+            state.read_rows.setdefault(layer, []).append((mass, query_pos[index], weight))
+
+
+def _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos):
+    spec = state.intervene
+    batch = query.shape[0]
+    pairs = spec.heads[:, layer].to(query.device).nonzero()                  # [N, 2] (batch row, head)
+    if pairs.numel() == 0:
+        return
+    rows = _select(spec.rows, query_pos, batch)                              # [B, q]
+    gate = rows[pairs[:, 0]]                                                 # [N, q]
+    row_index = gate.any(0).nonzero().flatten()                              # [r]
+    if row_index.numel() == 0:
+        return
+    state.rows_hit |= gate.any(1).new_zeros(batch).index_fill(0, b[gate.any(1)], True).cpu()
+    b, h = pairs[:, 0], pairs[:, 1]
+    keys = _select(spec.keys, key_pos, batch)[b]                             # [N, k]
+    bias = spec.bias_per_row.to(query.device)[b]                             # [N]
+    logit_bias = torch.where(keys, bias[:, None], 0.0).to(mask.dtype)        # [N, k]
+    lowest = torch.finfo(mask.dtype).min
+    biased_mask = (mask[b, h][:, row_index] + logit_bias[:, None]).clamp(min=lowest)  # [N, r, k]
+    q_sel = query[b, h][:, row_index]                                        # [N, r, D]
+    k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]    # [N, k, D]
+    steered = scaled_dot_product_attention(
+        q_sel[None], k_sel[None], v_sel[None], attn_mask=biased_mask[None], scale=scaling
+    )[0]                                                                     # [N, r, D]
+    where = (b[:, None], row_index[None, :], h[:, None])                     # output is [B, q, H, D]
+    output[where] = torch.where(gate[:, row_index, None], steered.to(output.dtype), output[where])
+
+
+def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) -> None:
+    """A [B, T] bool selection (or "all" for rows) must pick something in every batch row that needs it."""
+    if isinstance(selection, str):
+        if selection != "all":
+            raise ValueError(f"{name}={selection!r}: use a [batch, positions] bool tensor or 'all'")
+        return
+    if not isinstance(selection, torch.Tensor) or selection.dtype != torch.bool or selection.ndim != 2:
+        raise ValueError(f"{name} must be a bool tensor [batch, positions] (got {type(selection).__name__} "
+                         f"{getattr(selection, 'dtype', '')} {tuple(getattr(selection, 'shape', ()))})")
+    if selection.shape[0] != batch:
+        raise ValueError(f"{name} has batch size {selection.shape[0]}, expected {batch}")
+    empty = (~selection.any(1) & need_rows.to(selection.device)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"{name} selects no position in batch row(s) {empty}")
+
+
+def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> torch.Tensor:
+    """Validate ``spec``, attach its per-row bias [B]; return which batch rows carry heads [B]."""
+    heads = spec.heads
+    if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
+        raise ValueError("Intervention.heads must be a bool tensor [batch, layers, heads]; "
+                         "build one with heads_to_mask or stack_head_sets")
+    if tuple(heads.shape[1:]) != (n_layers, n_heads):
+        raise ValueError(f"Intervention.heads has shape {tuple(heads.shape)}; this model needs "
+                         f"[batch, {n_layers} candidate layers, {n_heads} heads]")
+    batch = heads.shape[0]
+    carries = heads.flatten(1).any(1)                                        # [B]
+    _check_selection("Intervention.keys", spec.keys, batch, carries)
+    if isinstance(spec.keys, str):
+        raise ValueError("Intervention.keys must be a bool tensor [batch, positions], not a string")
+    _check_selection("Intervention.rows", spec.rows, batch, carries)
+    bias = torch.as_tensor(spec.bias, dtype=torch.float32)
+    if bias.ndim == 0:
+        bias = bias.expand(batch)
+    if tuple(bias.shape) != (batch,) or torch.isnan(bias).any() or (bias == float("inf")).any():
+        raise ValueError(f"Intervention.bias must be a float, HIDE or a [{batch}] tensor without NaN/+inf; got {spec.bias!r}")
+    spec.bias_per_row = bias
+    return carries
+
+
+def _check_read(spec: Read) -> int:
+    if not spec.groups:
+        raise ValueError("Read.groups is empty: name at least one key group, e.g. {'image': image_keys}")
+    sizes = {g.shape[0] for g in spec.groups.values() if isinstance(g, torch.Tensor)}
+    if not isinstance(spec.rows, str):
+        sizes.add(spec.rows.shape[0] if isinstance(spec.rows, torch.Tensor) else -1)
+    if len(sizes) != 1:
+        raise ValueError(f"Read rows and groups disagree on the batch size: {sorted(sizes)}")
+    batch = sizes.pop()
+    everyone = torch.ones(batch, dtype=torch.bool)
+    for name, group in spec.groups.items():
+        if isinstance(group, str):
+            raise ValueError(f"key group {name!r} must be a bool tensor [batch, positions]")
+        _check_selection(f"key group {name!r}", group, batch, everyone)
+    _check_selection("Read.rows", spec.rows, batch, everyone)
+    return batch
+
+
+@contextmanager
+def probe(loaded, read: Read | None = None, intervene: Intervention | None = None):
+    """Activate a read and/or an intervention for every forward (and generate step) run inside.
+
+    ``loaded``: a helpers.models.LoadedModel. Yields a Recording, complete once the block exits.
+    """
+    global _ACTIVE
+    if _ACTIVE is not None:
+        raise RuntimeError("a probe is already active; probes do not nest")
+    if read is None and intervene is None:
+        raise ValueError("probe needs read=..., intervene=... or both")
+    adapter, model = loaded.adapter, loaded.model
+    n_layers, n_heads = len(adapter.candidate_layers), adapter.n_heads
+    modules = adapter.attention_modules(model)
+    for module in modules:
+        if module.config._attn_implementation != ATTENTION:
+            raise RuntimeError(f"the text backbone runs attention '{module.config._attn_implementation}', "
+                               f"not '{ATTENTION}': load the model with helpers.models.load_model")
+    batches = set()
+    carries = None
+    if read is not None:
+        batches.add(_check_read(read))
+    if intervene is not None:
+        carries = _prepare_intervention(intervene, n_layers, n_heads)
+        batches.add(carries.numel())
+    if len(batches) != 1:
+        raise ValueError(f"read and intervention disagree on the batch size: {sorted(batches)}")
+    batch = batches.pop()
+    recording = Recording(group_names=list(read.groups) if read is not None else [])
+    state = _State(
+        layer_of={module: i for i, module in enumerate(modules)}, n_layers=n_layers, n_heads=n_heads,
+        read=read, intervene=intervene, recording=recording, batch=batch, layer_calls=[0] * n_layers,
+        rows_hit=torch.zeros(batch, dtype=torch.bool),
+    )
+    hook = adapter.language_model(model).register_forward_pre_hook(
+        lambda module, args, kwargs: _note_past_length(state, kwargs), with_kwargs=True
+    )
+    _ACTIVE = state
+    try:
+        yield recording
+    finally:
+        _ACTIVE = None
+        hook.remove()
+    _check_ran(state, carries)
+    if read is not None:
+        _summarise_read(state, batch)
+
+
+def _note_past_length(state: _State, kwargs: dict) -> None:
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    state.past_length = cache.get_seq_length() if cache is not None else 0
+
+
+def _check_ran(state: _State, carries: torch.Tensor | None) -> None:
+    never = [layer for layer, calls in enumerate(state.layer_calls) if calls == 0]
+    if state.intervene is not None:
+        used = state.intervene.heads.any(0).any(-1).nonzero().flatten().tolist()  # layers with heads
+        missed = sorted(set(used) & set(never))
+        if missed:
+            raise RuntimeError(f"the intervention's layers {missed} never ran inside the probe: nothing was changed there")
+        unreached = (carries & ~state.rows_hit).nonzero().flatten().tolist()
+        if unreached:
+            raise RuntimeError(f"the intervention's rows never occurred in batch row(s) {unreached}: nothing was changed")
+    if state.read is not None and never:
+        raise RuntimeError(f"candidate layers {never} never ran inside the probe: the read is incomplete")
+
+
+def _summarise_read(state: _State, batch: int) -> None:
+    rec = state.recording
+    counts = torch.stack([torch.as_tensor(state.read_count.get(l, torch.zeros(batch))) for l in range(state.n_layers)])
+    if (counts == 0).any():
+        missing = (counts == 0).any(0).nonzero().flatten().tolist()
+        raise RuntimeError(f"no chosen read row occurred in batch row(s) {missing}: the read is empty")
+    sums = torch.stack([state.read_sum[l] for l in range(state.n_layers)], 1)     # [B, L, H, G]
+    rec.mass = sums / counts.T[:, :, None, None]
+    if state.read.per_row:
+        rec.mass_per_row, rec.row_positions = _stack_rows(state, batch)
+
+
+def _stack_rows(state: _State, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row masses [B, L, H, R, G] (NaN-padded) and their positions [B, R] (-1 padded)."""
+    per_layer = []
+    for layer in range(state.n_layers):
+        chunks = state.read_rows[layer]
+        mass = torch.cat([m for m, _, _ in chunks], 2)                  # [B, H, r_all, G]
+        positions = torch.cat([p for _, p, _ in chunks])                # [r_all]
+        weight = torch.cat([w for _, _, w in chunks], 1)                # [B, r_all]
+        per_layer.append(mass)
+    n_rows = int(weight.sum(1).max())
+    n_groups = mass.shape[-1]
+    out = torch.full((batch, state.n_layers, state.n_heads, n_rows, n_groups), float("nan"))
+    row_positions = torch.full((batch, n_rows), -1, dtype=torch.long)
+    stacked = torch.stack(per_layer, 1)                                 # [B, L, H, r_all, G]
+    for b in range(batch):
+        keep = weight[b].nonzero().flatten()
+        out[b, :, :, :keep.numel()] = stacked[b, :, :, keep].cpu()
+        row_positions[b, :keep.numel()] = positions[keep].cpu()
+    return out, row_positions
+
+
+def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
+    """A head-set given as (candidate layer, head) pairs -> bool [L, H]."""
+    n_layers, n_heads = len(adapter.candidate_layers), adapter.n_heads
+    mask = torch.zeros(n_layers, n_heads, dtype=torch.bool, device=device)
+    for layer, head in heads:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"head ({layer}, {head}) is out of range: layers 0..{n_layers - 1} "
+                             f"(candidate layers {adapter.candidate_layers}), heads 0..{n_heads - 1}")
+        mask[layer, head] = True
+    return mask
+
+
+def stack_head_sets(adapter, head_sets: list[list[tuple[int, int]]], device="cpu") -> torch.Tensor:
+    """Several head-sets -> bool [n_sets, L, H], one per batch row (pair with expand_item)."""
+    return torch.stack([heads_to_mask(adapter, heads, device) for heads in head_sets])
+
+
+def expand_item(inputs: dict, n: int) -> dict:
+    """Repeat a one-item processor output n times along the batch (pixel tensors included)."""
+    batch = inputs["input_ids"].shape[0]
+    if batch != 1:
+        raise ValueError(f"expand_item takes a single item (batch 1), got batch {batch}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return {name: value.repeat(n, *[1] * (value.ndim - 1)) if isinstance(value, torch.Tensor) else value
+            for name, value in inputs.items()}

@@ -1,0 +1,121 @@
+"""Tiny random-weight VLMs of each supported family, built locally (no hub), plus matching inputs.
+
+``tiny_model(family, attn)`` builds a model whose text backbone runs ``attn`` (the vision tower
+runs sdpa); the same ``seed`` gives the same weights for every ``attn``, so an eager oracle and the
+head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
+batch with one image per row (random pixels), as the family's processor would lay it out.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForImageTextToText, Gemma3Config, LlavaConfig, Qwen2VLConfig, Qwen3VLConfig
+from transformers import Qwen2_5_VLConfig
+
+VOCAB = 300
+IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
+
+TEXT = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=PAD,
+            bos_token_id=1, eos_token_id=2)
+
+
+def _qwen3_vl() -> Qwen3VLConfig:
+    return Qwen3VLConfig(
+        text_config=dict(TEXT, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "mrope_section": [2, 3, 3], "mrope_interleaved": True}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                           num_position_embeddings=64, deepstack_visual_indexes=[0]),
+        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+    )
+
+
+def _qwen2_vl(config_class) -> Qwen2VLConfig:
+    return config_class(
+        text_config=dict(TEXT, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, patch_size=14,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64, intermediate_size=64),
+        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+    )
+
+
+def _gemma3() -> Gemma3Config:
+    return Gemma3Config(
+        text_config=dict(TEXT, sliding_window=8, query_pre_attn_scalar=16,
+                         layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=64, patch_size=8),
+        mm_tokens_per_image=4, image_token_index=IMAGE_TOKEN, boi_token_index=VISION_START,
+        eoi_token_index=VISION_END,
+    )
+
+
+def _llava() -> LlavaConfig:
+    return LlavaConfig(
+        text_config=dict(TEXT, model_type="llama"),
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=2, image_size=28, patch_size=7,
+                           projection_dim=32),
+        image_token_index=IMAGE_TOKEN, vision_feature_layer=-1, vision_feature_select_strategy="default",
+    )
+
+
+CONFIGS = {
+    "qwen3_vl": _qwen3_vl,
+    "qwen2_vl": lambda: _qwen2_vl(Qwen2VLConfig),
+    "qwen2_5_vl": lambda: _qwen2_vl(Qwen2_5_VLConfig),
+    "gemma3": _gemma3,
+    "llava": _llava,
+}
+
+
+def tiny_model(family: str, attn: str, seed: int = 0):
+    """A tiny random model of ``family``; its text backbone runs ``attn``, its vision tower sdpa."""
+    config = CONFIGS[family]()
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(
+        config, attn_implementation={"text_config": attn, "vision_config": "sdpa"}
+    )
+    return model.eval()
+
+
+def _image_tokens(family: str, config) -> tuple[int, dict]:
+    """Tokens per image and the pixel inputs of one random image, as the family's processor lays them out."""
+    vision = config.vision_config
+    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl"):
+        grid_h, grid_w = 4, 6  # patches
+        patch_dim = 3 * vision.temporal_patch_size * vision.patch_size ** 2
+        pixels = {"pixel_values": torch.randn(grid_h * grid_w, patch_dim),
+                  "image_grid_thw": torch.tensor([[1, grid_h, grid_w]])}
+        return grid_h * grid_w // vision.spatial_merge_size ** 2, pixels
+    if family == "gemma3":
+        return config.mm_tokens_per_image, {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
+    if family == "llava":
+        return (vision.image_size // vision.patch_size) ** 2, \
+            {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
+    raise ValueError(f"no tiny inputs for {family!r}")
+
+
+def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1) -> dict:
+    """Left-padded batch: row i = [prefix text] [start] image [end] [4 text tokens], prefix lengths ``lengths``."""
+    generator = torch.Generator().manual_seed(seed)
+    n_image, one_image = _image_tokens(family, model.config)
+    rows = []
+    for prefix in lengths:
+        before = torch.randint(1, 250, (prefix,), generator=generator).tolist()
+        after = torch.randint(1, 250, (4,), generator=generator).tolist()
+        rows.append(before + [VISION_START] + [IMAGE_TOKEN] * n_image + [VISION_END] + after)
+    width = max(len(r) for r in rows)
+    input_ids = torch.tensor([[PAD] * (width - len(r)) + r for r in rows])
+    attention_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    for name, value in one_image.items():  # the same image in every row
+        inputs[name] = value.repeat(len(rows), *[1] * (value.ndim - 1))
+    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "gemma3"):
+        inputs["mm_token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
+    if family == "gemma3":
+        inputs["token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
+    return inputs
