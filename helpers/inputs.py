@@ -1,0 +1,97 @@
+"""Items -> one batched processor input, plus token masks for the attention sources.
+
+The same code path serves the toy model and a real Qwen-VL-style model: chat template (one user turn:
+the image, then the prompt) -> `processor(text, images, padding)`. Padding is on the LEFT, so the last
+column is every row's last prompt token when no answer is appended (what generation needs).
+
+Char offsets of an item's query span are mapped to tokens through the tokenizer's offset mapping, on
+the text the processor really tokenizes (its image placeholder expanded to one token per merged patch),
+so the mapping holds for any BPE, whose token boundaries need not match words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from helpers.stimuli import Item
+
+
+@dataclass
+class Batch:
+    inputs: dict                   # processor output for model(**inputs): input_ids [B, T], attention_mask [B, T],
+                                   # pixel_values [P, D], image_grid_thw [B, 3], mm_token_type_ids [B, T]
+    query_mask: torch.Tensor       # [B, T] bool: tokens overlapping the item's query span
+    last_prompt_mask: torch.Tensor  # [B, T] bool: one True per row, the last token before the answer
+    answer_mask: torch.Tensor      # [B, T] bool: the appended answer's tokens (all False without answers)
+    end_mask: torch.Tensor         # [B, T] bool: the end-of-turn token after the answer (all False without answers)
+    image_mask: torch.Tensor       # [B, T] bool: image placeholder tokens (<|image_pad|>)
+    items: list[Item]
+
+    @property
+    def last_prompt_index(self) -> torch.Tensor:   # [B] long
+        return self.last_prompt_mask.long().argmax(dim=1)
+
+
+def render_prompt(processor, item: Item) -> str:
+    """The chat-template text of the user turn, ending with the assistant header."""
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": item.prompt}]}]
+    return processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def _overlap_mask(offsets: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """offsets [T, 2] -> [T] bool: non-empty tokens whose char range overlaps [start, end)."""
+    token_start, token_end = offsets[:, 0], offsets[:, 1]
+    return (token_end > token_start) & (token_start < end) & (token_end > start)
+
+
+def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None = None) -> Batch:
+    """Tokenise `items` (one image each) in one left-padded batch. With `answers` (one per item, e.g.
+    the items' own `answer` or a model's greedy answer), each row is teacher-forced: prompt + answer +
+    the tokenizer's end-of-turn token."""
+    if not items:
+        raise ValueError("build_batch needs at least one item")
+    if answers is not None and len(answers) != len(items):
+        raise ValueError(f"got {len(answers)} answers for {len(items)} items")
+    tokenizer = processor.tokenizer
+    tokenizer.padding_side = "left"
+    image_token = processor.image_token
+    merge_area = processor.image_processor.merge_size ** 2
+
+    prompts = [render_prompt(processor, item) for item in items]
+    for item, prompt in zip(items, prompts):
+        if prompt.count(image_token) != 1:
+            raise ValueError(f"item {item.kind} {item.seed_key}: expected one image placeholder, "
+                             f"the chat template gave {prompt.count(image_token)}")
+    end_text = tokenizer.eos_token if answers is not None else ""
+    texts = [prompt + (answer + end_text if answers is not None else "")
+             for prompt, answer in zip(prompts, answers or [""] * len(items))]
+    encoded = processor(text=texts, images=[item.image for item in items], padding=True,
+                        return_offsets_mapping=True, return_tensors="pt")
+    offsets = encoded.pop("offset_mapping")                             # [B, T, 2], chars of expanded text
+    n_image_tokens = (encoded["image_grid_thw"].prod(dim=1) // merge_area).tolist()   # [B]
+
+    B, T = encoded["input_ids"].shape
+    query_mask, last_prompt_mask, answer_mask, end_mask = (torch.zeros(B, T, dtype=torch.bool) for _ in range(4))
+    for row, (item, prompt) in enumerate(zip(items, prompts)):
+        expanded_prompt = prompt.replace(image_token, image_token * n_image_tokens[row])
+        prompt_start = expanded_prompt.rindex(item.prompt)
+        query_mask[row] = _overlap_mask(offsets[row], prompt_start + item.query_span[0],
+                                        prompt_start + item.query_span[1])
+        if not query_mask[row].any():
+            raise ValueError(f"item {item.kind} {item.seed_key}: no token covers query span {item.query_span}")
+        token_end = offsets[row, :, 1]
+        in_prompt = (token_end > offsets[row, :, 0]) & (token_end <= len(expanded_prompt))
+        last = int(in_prompt.nonzero().max())
+        if answers is not None:
+            answer_start = len(expanded_prompt)
+            answer_end = answer_start + len(answers[row])
+            if offsets[row, last + 1, 0] != answer_start:
+                raise ValueError(f"item {item.kind} {item.seed_key}: a token straddles the prompt/answer boundary")
+            answer_mask[row] = _overlap_mask(offsets[row], answer_start, answer_end)
+            end_mask[row] = _overlap_mask(offsets[row], answer_end, answer_end + len(end_text))
+        last_prompt_mask[row, last] = True
+    image_mask = encoded["input_ids"] == processor.image_token_id
+    return Batch(inputs=dict(encoded), query_mask=query_mask, last_prompt_mask=last_prompt_mask,
+                 answer_mask=answer_mask, end_mask=end_mask, image_mask=image_mask, items=list(items))

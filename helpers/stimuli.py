@@ -1,0 +1,371 @@
+"""The paper's stimuli on our images: corpora of labelled tiles and the item builders made from them.
+
+A *corpus* hands out square tiles of a named class (`tile(label, rng, size)`); three kinds:
+`cm` (flat cartoon-like panels), `co` (photo-like: texture, clutter, varied scale and position) and an
+image folder of real pictures. Builders turn a corpus into `Item`s, deterministically by seed:
+
+- strips of six panels (3 columns x 2 rows, read left to right, top to bottom) with an ordinal question
+  ("What is in panel 3?"), a referring question ("Which panel shows the red star?") and a
+  describe-every-panel task (used to teach the toy model where each panel is);
+- 2x2 grids whose cells are options A-D (the CERS apparatus), with an oracle variant naming the
+  target cell and a blank-image floor;
+- single-image MCQ, matched (the image shows the correct option) and mismatched (it shows a class
+  excluded from the options), and a text-solvable arm (the answer is in the text).
+
+Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are character offsets into
+`Item.prompt`.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
+
+Box = tuple[int, int, int, int]
+
+PANEL_SIZE = 64            # px; Qwen3-VL's patch 16 + 2x2 merge -> 2x2 image tokens per panel
+STRIP_PANELS = 6
+STRIP_COLUMNS = 3
+LETTERS = ("A", "B", "C", "D")
+GRID_CELL_NAMES = ("top left", "top right", "bottom left", "bottom right")   # cells of A, B, C, D
+BLANK_GREY = (128, 128, 128)
+
+COLOURS = {
+    "red": (215, 35, 35), "green": (30, 160, 60), "blue": (40, 80, 220),
+    "yellow": (240, 205, 30), "purple": (140, 50, 180), "black": (20, 20, 20),
+}
+SHAPES = ("circle", "square", "triangle", "cross", "star", "ring")
+
+
+@dataclass
+class Item:
+    """One stimulus: an image, a prompt, the expected answer text and the regions of the image."""
+    kind: str                       # e.g. "strip_ord", "grid", "single_mismatched"; see KINDS
+    corpus: str                     # name of the corpus the tiles came from
+    image: Image.Image              # RGB
+    prompt: str                     # the user text (the image comes before it in the chat turn)
+    answer: str                     # the expected answer: a label, "panel 3", a letter, or a description
+    query_span: tuple[int, int]     # char offsets [start, end) into prompt of the words that pick the target
+    boxes: dict[str, Box]           # every region of the image: "panel 1".."panel 6", "A".."D" or "image"
+    target: str                     # key of boxes holding the asked-about region
+    labels: tuple[str, ...]         # class shown in each region, in the order of boxes
+    options: tuple[str, ...] = ()   # option texts of an MCQ, in letter order
+    correct: int | None = None      # index into options of the correct option (MCQ only)
+    seed_key: tuple[int, ...] = field(default=(), repr=False)   # the rng key the item was built from
+
+    @property
+    def query_text(self) -> str:
+        return self.prompt[self.query_span[0]:self.query_span[1]]
+
+
+# --------------------------------------------------------------------------------------------- corpora
+
+class SyntheticCorpus:
+    """Coloured shapes drawn on the fly; a label is "<colour> <shape>" (36 classes)."""
+
+    def __init__(self, name: str):
+        if name not in ("cm", "co"):
+            raise ValueError(f"synthetic corpus name {name!r} is not one of 'cm', 'co'")
+        self.name = name
+        self.labels = tuple(f"{c} {s}" for c in COLOURS for s in SHAPES)
+
+    def tile(self, label: str, rng: np.random.Generator, size: int = PANEL_SIZE) -> Image.Image:
+        if label not in self.labels:
+            raise ValueError(f"label {label!r} is not in corpus {self.name!r}; allowed: {self.labels}")
+        colour, shape = label.split(" ")
+        if self.name == "cm":
+            return _cartoon_tile(COLOURS[colour], shape, rng, size)
+        return _photo_tile(COLOURS[colour], shape, rng, size)
+
+
+class ImageFolderCorpus:
+    """Real pictures: class sub-folders of `root`, or a CSV with columns path,label (paths relative to
+    the CSV). Tiles are centre-cropped squares resized to the panel size."""
+
+    IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+
+    def __init__(self, source: str | Path, name: str | None = None):
+        source = Path(source)
+        if source.is_dir():
+            paths_by_label = self._scan_folders(source)
+        elif source.is_file() and source.suffix.lower() == ".csv":
+            paths_by_label = self._read_csv(source)
+        else:
+            raise ValueError(f"image corpus source {str(source)!r} is neither a folder nor a .csv file")
+        if not paths_by_label:
+            raise ValueError(f"image corpus {str(source)!r} holds no images "
+                             f"(expected class sub-folders with {self.IMAGE_SUFFIXES} files, or path,label rows)")
+        self.name = name or source.stem
+        self.paths_by_label = paths_by_label
+        self.labels = tuple(sorted(paths_by_label))
+
+    def _scan_folders(self, root: Path) -> dict[str, list[Path]]:
+        paths_by_label = {}
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in self.IMAGE_SUFFIXES)
+            if not paths:
+                raise ValueError(f"class folder {str(folder)!r} holds no images with suffix {self.IMAGE_SUFFIXES}")
+            paths_by_label[folder.name.replace("_", " ")] = paths
+        return paths_by_label
+
+    def _read_csv(self, csv_path: Path) -> dict[str, list[Path]]:
+        paths_by_label: dict[str, list[Path]] = {}
+        with open(csv_path, newline="") as f:
+            for row in csv.DictReader(f):
+                if "path" not in row or "label" not in row:
+                    raise ValueError(f"{str(csv_path)!r} needs the columns 'path' and 'label'; got {list(row)}")
+                path = (csv_path.parent / row["path"]).resolve()
+                if not path.is_file():
+                    raise ValueError(f"{str(csv_path)!r} lists {row['path']!r}, which is not a file")
+                paths_by_label.setdefault(row["label"], []).append(path)
+        return paths_by_label
+
+    def tile(self, label: str, rng: np.random.Generator, size: int = PANEL_SIZE) -> Image.Image:
+        if label not in self.paths_by_label:
+            raise ValueError(f"label {label!r} is not in corpus {self.name!r}; allowed: {self.labels}")
+        paths = self.paths_by_label[label]
+        path = paths[int(rng.integers(len(paths)))]
+        try:
+            image = Image.open(path).convert("RGB")
+        except (UnidentifiedImageError, OSError) as error:
+            raise ValueError(f"cannot read image {str(path)!r} of class {label!r}: {error}") from error
+        side = min(image.size)
+        left, top = (image.width - side) // 2, (image.height - side) // 2
+        return image.crop((left, top, left + side, top + side)).resize((size, size), Image.BILINEAR)
+
+
+def load_corpus(name_or_path: str | Path) -> SyntheticCorpus | ImageFolderCorpus:
+    """`"cm"` / `"co"` for the synthetic corpora, else a folder or CSV of real images."""
+    if str(name_or_path) in ("cm", "co"):
+        return SyntheticCorpus(str(name_or_path))
+    return ImageFolderCorpus(name_or_path)
+
+
+# ------------------------------------------------------------------------------------- drawing tiles
+
+def _shape_polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
+    if shape == "square":
+        return [(cx - r, cy - r), (cx + r, cy - r), (cx + r, cy + r), (cx - r, cy + r)]
+    if shape == "triangle":
+        return [(cx, cy - r), (cx + r, cy + r * 0.8), (cx - r, cy + r * 0.8)]
+    if shape == "cross":
+        w = r * 0.38
+        return [(cx - w, cy - r), (cx + w, cy - r), (cx + w, cy - w), (cx + r, cy - w), (cx + r, cy + w),
+                (cx + w, cy + w), (cx + w, cy + r), (cx - w, cy + r), (cx - w, cy + w), (cx - r, cy + w),
+                (cx - r, cy - w), (cx - w, cy - w)]
+    if shape == "star":
+        points = []
+        for k in range(10):
+            radius = r if k % 2 == 0 else r * 0.45
+            angle = -math.pi / 2 + k * math.pi / 5
+            points.append((cx + radius * math.cos(angle), cy + radius * math.sin(angle)))
+        return points
+    raise ValueError(f"shape {shape!r} has no polygon")
+
+
+def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, rgb: tuple[int, int, int], cx: float, cy: float, r: float):
+    if shape == "circle":
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=rgb)
+    elif shape == "ring":
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), outline=rgb, width=max(3, round(r * 0.35)))
+    else:
+        draw.polygon(_shape_polygon(shape, cx, cy, r), fill=rgb)
+
+
+def _cartoon_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.Image:
+    """Flat pale background, dark border, one centred object of moderate size."""
+    pale = tuple(int(v) for v in rng.integers(215, 250, size=3))
+    image = Image.new("RGB", (size, size), pale)
+    draw = ImageDraw.Draw(image)
+    r = size * rng.uniform(0.26, 0.36)
+    cx, cy = size / 2 + rng.uniform(-3, 3), size / 2 + rng.uniform(-3, 3)
+    _draw_shape(draw, shape, rgb, cx, cy, r)
+    draw.rectangle((0, 0, size - 1, size - 1), outline=(40, 40, 40), width=max(1, size // 32))
+    return image
+
+
+def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.Image:
+    """Noisy muted texture with a colour gradient, a few grey clutter blobs, one object at a random
+    scale and position, a slight blur and lighting change."""
+    base = rng.integers(90, 170, size=3).astype(np.float32)
+    ramp = np.linspace(-25, 25, size, dtype=np.float32)[None, :, None] * rng.choice([-1, 1])
+    noise = rng.normal(0, 14, size=(size, size, 1)).astype(np.float32)
+    pixels = np.clip(base[None, None, :] + ramp + noise, 0, 255).astype(np.uint8)
+    image = Image.fromarray(pixels, "RGB")
+    draw = ImageDraw.Draw(image)
+    for _ in range(int(rng.integers(2, 5))):
+        grey = int(rng.integers(60, 200))
+        x, y = rng.uniform(0, size, size=2)
+        w, h = rng.uniform(3, size * 0.18, size=2)
+        draw.ellipse((x - w, y - h, x + w, y + h), fill=(grey, grey, int(grey * 0.9)))
+    r = size * rng.uniform(0.18, 0.36)
+    cx, cy = rng.uniform(r + 1, size - r - 1, size=2)
+    shade = rng.uniform(0.8, 1.1)
+    _draw_shape(draw, shape, tuple(int(min(255, v * shade)) for v in rgb), cx, cy, r)
+    return image.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.0, 0.8))))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank",
+         "single_matched", "single_mismatched", "text")
+
+
+def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
+    """Independent, reproducible stream per (seed, stream name, item index)."""
+    stream_code = sum((i + 1) * ord(ch) for i, ch in enumerate(stream))
+    return np.random.default_rng([seed, stream_code, index])
+
+
+def _need_classes(corpus, needed: int, what: str):
+    if len(corpus.labels) < needed:
+        raise ValueError(f"{what} needs at least {needed} classes, corpus {corpus.name!r} has "
+                         f"{len(corpus.labels)}: {corpus.labels}")
+
+
+def _pick_labels(corpus, rng: np.random.Generator, n: int) -> list[str]:
+    return [corpus.labels[i] for i in rng.choice(len(corpus.labels), size=n, replace=False)]
+
+
+def _paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, list[Box]]:
+    """Lay square tiles out row by row; returns the canvas and each tile's box."""
+    side = tiles[0].width
+    rows = math.ceil(len(tiles) / columns)
+    canvas = Image.new("RGB", (columns * side, rows * side), (255, 255, 255))
+    boxes = []
+    for i, tile in enumerate(tiles):
+        x0, y0 = (i % columns) * side, (i // columns) * side
+        canvas.paste(tile, (x0, y0))
+        boxes.append((x0, y0, x0 + side, y0 + side))
+    return canvas, boxes
+
+
+def _span(text: str, phrase: str) -> tuple[int, int]:
+    start = text.index(phrase)
+    return start, start + len(phrase)
+
+
+def _options_block(options: list[str]) -> str:
+    return "\n".join(f"{letter}. {option}" for letter, option in zip(LETTERS, options))
+
+
+# ----------------------------------------------------------------------------------------------- strips
+
+def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PANELS,
+                columns: int = STRIP_COLUMNS, panel_size: int = PANEL_SIZE) -> list[Item]:
+    """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> its label),
+    "ref" (Which panel shows the <label>? -> "panel p") or "describe" (every panel in reading order:
+    "1 red star 2 blue ring ...")."""
+    if query not in ("ord", "ref", "describe"):
+        raise ValueError(f"strip query {query!r} is not one of 'ord', 'ref', 'describe'")
+    if columns < 1 or n_panels < 2 or n_panels > 9 or n_panels % columns != 0:
+        raise ValueError(f"n_panels={n_panels} does not fit: it must be 2..9 and fill whole rows of "
+                         f"columns={columns}")
+    _need_classes(corpus, n_panels, f"a strip of {n_panels} distinct panels")
+    items = []
+    for index in range(n):
+        rng = _rng(seed, f"strip-{corpus.name}-{n_panels}x{columns}", index)
+        labels = _pick_labels(corpus, rng, n_panels)
+        image, panel_boxes = _paste_tiles([corpus.tile(label, rng, panel_size) for label in labels], columns)
+        boxes = {f"panel {i + 1}": box for i, box in enumerate(panel_boxes)}
+        target = int(rng.integers(n_panels))
+        reading = "The panels are read left to right, top to bottom."
+        if query == "ord":
+            prompt = f"{reading} What is in panel {target + 1}?"
+            span, answer = _span(prompt, f"panel {target + 1}"), labels[target]
+        elif query == "ref":
+            prompt = f"{reading} Which panel shows the {labels[target]}?"
+            span, answer = _span(prompt, f"the {labels[target]}"), f"panel {target + 1}"
+        else:
+            prompt = f"{reading} Describe every panel in order."
+            span = _span(prompt, "every panel")
+            answer = " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
+        items.append(Item(kind=f"strip_{query}", corpus=corpus.name, image=image, prompt=prompt,
+                          answer=answer, query_span=span, boxes=boxes, target=f"panel {target + 1}",
+                          labels=tuple(labels), seed_key=(seed, index)))
+    return items
+
+
+# ------------------------------------------------------------------------------------------------ grids
+
+def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int = PANEL_SIZE) -> list[Item]:
+    """2x2 grids of four distinct classes; cell A top left, B top right, C bottom left, D bottom right.
+    The question names one class; the answer is its cell's letter. `variant`: "plain", "oracle" (the
+    prompt also names the target cell, expect ~1) or "blank" (same prompt, a blank grey image: ~0.25).
+    Item i has the same classes, target and prompt core in every variant."""
+    if variant not in ("plain", "oracle", "blank"):
+        raise ValueError(f"grid variant {variant!r} is not one of 'plain', 'oracle', 'blank'")
+    _need_classes(corpus, 4, "a 2x2 grid of four options")
+    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank"}[variant]
+    items = []
+    for index in range(n):
+        rng = _rng(seed, f"grid-{corpus.name}", index)
+        labels = _pick_labels(corpus, rng, 4)
+        correct = int(rng.integers(4))
+        image, cell_boxes = _paste_tiles([corpus.tile(label, rng, cell_size) for label in labels], 2)
+        if variant == "blank":
+            image = Image.new("RGB", image.size, BLANK_GREY)
+        question = (f"The image is a 2x2 grid: A top left, B top right, C bottom left, D bottom right. "
+                    f"Which cell shows the {labels[correct]}?")
+        hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
+        prompt = f"{question}{hint} Answer with the letter."
+        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
+                          query_span=_span(prompt, f"the {labels[correct]}"),
+                          boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
+                          labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))
+    return items
+
+
+# ----------------------------------------------------------------------------------- single-image MCQ
+
+def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_size: int = PANEL_SIZE) -> list[Item]:
+    """Four class names as options A-D. `arm`: "matched" (the image shows the correct option),
+    "mismatched" (it shows a fifth class, not among the options; the correct letter is kept, so
+    P(correct) should sit at chance) or "text" (the prompt states the answer; the image shows an
+    unrelated fifth class). Item i has the same options and correct letter in every arm."""
+    if arm not in ("matched", "mismatched", "text"):
+        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text'")
+    _need_classes(corpus, 5, "single-image MCQ (four options and one excluded class)")
+    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}[arm]
+    items = []
+    for index in range(n):
+        rng = _rng(seed, f"single-{corpus.name}", index)
+        labels = _pick_labels(corpus, rng, 5)          # four options, then the excluded class
+        options, excluded = labels[:4], labels[4]
+        correct = int(rng.integers(4))
+        shown = options[correct] if arm == "matched" else excluded
+        image = corpus.tile(shown, rng, image_size)
+        if arm == "text":
+            lead = f"The note says the box holds the {options[correct]}."
+            prompt = f"{lead} What does the box hold?\n{_options_block(options)}\nAnswer with the letter."
+            span = _span(prompt, f"the {options[correct]}")
+        else:
+            prompt = f"What does the image show?\n{_options_block(options)}\nAnswer with the letter."
+            span = _span(prompt, "the image")
+        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
+                          query_span=span, boxes={"image": (0, 0, image.width, image.height)},
+                          target="image", labels=(shown,), options=tuple(options), correct=correct,
+                          seed_key=(seed, index)))
+    return items
+
+
+def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
+    """Any of KINDS by name, with default sizes."""
+    builders = {
+        "strip_ord": lambda: strip_items(corpus, n, seed, "ord"),
+        "strip_ref": lambda: strip_items(corpus, n, seed, "ref"),
+        "strip_describe": lambda: strip_items(corpus, n, seed, "describe"),
+        "grid": lambda: grid_items(corpus, n, seed, "plain"),
+        "grid_oracle": lambda: grid_items(corpus, n, seed, "oracle"),
+        "grid_blank": lambda: grid_items(corpus, n, seed, "blank"),
+        "single_matched": lambda: single_image_items(corpus, n, seed, "matched"),
+        "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
+        "text": lambda: single_image_items(corpus, n, seed, "text"),
+    }
+    if kind not in builders:
+        raise ValueError(f"item kind {kind!r} is not one of {KINDS}")
+    return builders[kind]()

@@ -1,0 +1,109 @@
+"""Build the toy model's tokenizer, chat template, processor and config from scratch (nothing from a hub).
+
+- tokenizer: a byte-level BPE trained with `tokenizers` on the task prompts and answers, with the same
+  pre-tokenizer regex as Qwen's, wrapped as `Qwen2Tokenizer` and given Qwen's special tokens;
+- chat template: Qwen's message format (<|im_start|>role ... <|im_end|>, images as
+  <|vision_start|><|image_pad|><|vision_end|>), written here;
+- processor: `Qwen3VLProcessor` with an image processor sized for small images (patch 16, merge 2,
+  i.e. one image token per 32x32 pixels) and the video processor it requires;
+- config: `Qwen3VLConfig`, 10 text layers x 12 query heads (4 key/value heads), a 2-block vision tower.
+"""
+from __future__ import annotations
+
+import json
+
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
+from tokenizers.models import BPE
+from transformers import (Qwen2Tokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor,
+                          Qwen3VLVideoProcessor)
+
+from helpers.stimuli import KINDS, SyntheticCorpus, build_items
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                  "<|image_pad|>", "<|video_pad|>"]
+# Qwen's pre-tokenizer split: contractions, letter runs with one leading non-letter, single digits,
+# punctuation runs, newlines, spaces.
+QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                    r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+BPE_VOCAB_SIZE = 400          # bytes (256) + merges; most task words end up as one or two tokens
+PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 2, 2
+MIN_PIXELS, MAX_PIXELS = 32 * 32, 512 * 512   # one to 256 image tokens; our stimuli are 64-192 px
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for part in message['content'] -%}"
+    "{%- if part['type'] == 'image' -%}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- elif part['type'] == 'text' -%}{{ part['text'] }}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{{ '<|im_end|>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
+)
+
+
+def task_texts(n_per_kind: int = 40, seed: int = 12345) -> list[str]:
+    """Prompts and answers of every task on both synthetic corpora: the BPE training text."""
+    texts = []
+    for corpus in (SyntheticCorpus("cm"), SyntheticCorpus("co")):
+        for kind in KINDS:
+            for item in build_items(kind, corpus, n_per_kind, seed):
+                texts += [item.prompt, item.answer]
+    return texts
+
+
+def build_tokenizer() -> Qwen2Tokenizer:
+    bpe = Tokenizer(BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB_SIZE, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"])
+    bpe.train_from_iterator(task_texts(), trainer=trainer)
+    trained = json.loads(bpe.to_str())["model"]       # {"vocab": {token: id}, "merges": [[a, b], ...]}
+    merges = [tuple(pair) for pair in trained["merges"]]
+    tokenizer = Qwen2Tokenizer(vocab=trained["vocab"], merges=merges, unk_token="<|endoftext|>",
+                               eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                               extra_special_tokens=SPECIAL_TOKENS[1:], padding_side="left")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_processor() -> Qwen3VLProcessor:
+    tokenizer = build_tokenizer()
+    size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}
+    image_processor = Qwen2VLImageProcessor(size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE,
+                                            temporal_patch_size=TEMPORAL_PATCH,
+                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    video_processor = Qwen3VLVideoProcessor(size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE,
+                                            temporal_patch_size=TEMPORAL_PATCH)
+    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                            video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+
+
+def build_config(tokenizer) -> Qwen3VLConfig:
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    head_dim = 32
+    text_config = dict(
+        vocab_size=len(tokenizer), hidden_size=192, intermediate_size=512, num_hidden_layers=10,
+        num_attention_heads=12, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "mrope_section": [6, 5, 5], "mrope_interleaved": True},   # sums to head_dim / 2
+        pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
+    )
+    vision_config = dict(
+        depth=2, hidden_size=128, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
+        spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=192,
+        num_position_embeddings=256, deepstack_visual_indexes=[0, 1],
+    )
+    return Qwen3VLConfig(
+        text_config=text_config, vision_config=vision_config, image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True,
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+    )

@@ -1,0 +1,139 @@
+"""Train the embedded toy Qwen3-VL from scratch and save it to helpers/toy/model (`make toy-model`).
+
+    .venv/bin/python -m helpers.toy.train [--steps N] [--batch-size B]
+
+Rebuilds tokenizer/processor/config (helpers.toy.build), trains on a mixture of every task on both
+synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to helpers/toy/training_log.csv,
+saves weights (stored fp16, loaded fp32) + processor with `save_pretrained`, reloads the saved folder and
+writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
+
+Curriculum: the describe-every-panel task (answer "1 <label> 2 <label> ...", loss on every answer
+token) teaches the model which image tokens belong to which panel number; the ordinal and referring
+questions then read that binding out. Mismatched and blank-image MCQ items carry a uniformly random
+correct letter, so the model learns to answer them at chance.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen3VLForConditionalGeneration
+
+from helpers.inputs import build_batch
+from helpers.paths import HELPERS, TOY_MODEL
+from helpers.stimuli import SyntheticCorpus, build_items
+from helpers.toy.build import build_config, build_processor
+from helpers.toy.evaluate import evaluate
+
+TOY_DIR = HELPERS / "toy"
+LOG_CSV = TOY_DIR / "training_log.csv"
+ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
+TRAIN_SEED_BASE = 10_000
+MIXTURE = {                    # share of each batch
+    "strip_describe": 0.26, "strip_ord": 0.14, "strip_ref": 0.14,
+    "grid": 0.12, "grid_oracle": 0.05, "grid_blank": 0.05,
+    "single_matched": 0.10, "single_mismatched": 0.06, "text": 0.08,
+}
+
+
+def sample_batch(step: int, batch_size: int) -> list:
+    """Fresh items for one step: kind counts drawn from MIXTURE, corpus cm or co per kind."""
+    rng = np.random.default_rng([TRAIN_SEED_BASE, step])
+    kinds = list(MIXTURE)
+    counts = rng.multinomial(batch_size, [MIXTURE[k] for k in kinds])
+    items = []
+    for kind, count in zip(kinds, counts):
+        n_cm = int(rng.binomial(count, 0.5))
+        for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
+            if n:
+                items += build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step)
+    return items
+
+
+def answer_loss(model, batch) -> torch.Tensor:
+    """Cross-entropy on every answer token and the end-of-turn token; mean per item, then over items."""
+    logits = model(**batch.inputs).logits[:, :-1]                           # [B, T-1, V]
+    target = batch.inputs["input_ids"][:, 1:]                               # [B, T-1]
+    scored = (batch.answer_mask | batch.end_mask)[:, 1:].float()            # [B, T-1]
+    token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+    return ((token_loss * scored).sum(1) / scored.sum(1)).mean()
+
+
+def learning_rate(step: int, steps: int, peak: float, warmup: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def save_model(model, processor):
+    """save_pretrained, then store the weights as fp16 (halves the size); config keeps dtype float32."""
+    model.config.dtype = torch.float32
+    model.save_pretrained(TOY_MODEL)
+    processor.save_pretrained(TOY_MODEL)
+    weights_path = TOY_MODEL / "model.safetensors"
+    weights = load_file(weights_path)
+    save_file({name: tensor.half() for name, tensor in weights.items()}, weights_path, metadata={"format": "pt"})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1100)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--n-eval", type=int, default=300, help="held-out items per task for the final JSON")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+
+    processor = build_processor()
+    model = Qwen3VLForConditionalGeneration(build_config(processor.tokenizer))
+    print(f"params: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M", flush=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+
+    start = time.time()
+    log_rows = []
+    for step in range(args.steps):
+        model.train()
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, args.steps, args.lr, warmup=100)
+        items = sample_batch(step, args.batch_size)
+        loss = answer_loss(model, build_batch(processor, items, answers=[item.answer for item in items]))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        row = {"step": step + 1, "loss": round(loss.item(), 5), "lr": optimizer.param_groups[0]["lr"],
+               "elapsed_s": round(time.time() - start, 1)}
+        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+            quick = evaluate(model, processor, n_per_kind=40, seed=999)
+            row.update({kind: result["value"] for kind, result in quick.items()})
+            print(json.dumps(row), flush=True)
+        elif (step + 1) % 25 == 0:
+            print(json.dumps(row), flush=True)
+        log_rows.append(row)
+
+    columns = list(dict.fromkeys(key for row in log_rows for key in row))
+    with open(LOG_CSV, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(log_rows)
+
+    save_model(model, processor)
+    shipped = AutoModelForImageTextToText.from_pretrained(TOY_MODEL)
+    results = evaluate(shipped, AutoProcessor.from_pretrained(TOY_MODEL), n_per_kind=args.n_eval)
+    summary = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+               "train_seconds": round(time.time() - start, 1), "results": results}
+    ACCURACY_JSON.write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2), flush=True)
+
+
+if __name__ == "__main__":
+    main()
