@@ -195,8 +195,8 @@ def _intervene(state, layer, output, query, key, value, mask, scaling, groups_of
     row_index = gate.any(0).nonzero().flatten()                              # [r]
     if row_index.numel() == 0:
         return
-    state.rows_hit |= gate.any(1).new_zeros(batch).index_fill(0, b[gate.any(1)], True).cpu()
     b, h = pairs[:, 0], pairs[:, 1]
+    state.rows_hit[b[gate.any(1)].cpu()] = True
     keys = _select(spec.keys, key_pos, batch)[b]                             # [N, k]
     bias = spec.bias_per_row.to(query.device)[b]                             # [N]
     logit_bias = torch.where(keys, bias[:, None], 0.0).to(mask.dtype)        # [N, k]

@@ -1,0 +1,242 @@
+"""The head-probe engine against an eager oracle, on tiny random models of every supported family."""
+import pytest
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from helpers.heads import ATTENTION, HIDE, Intervention, Read, expand_item, heads_to_mask, probe, stack_head_sets
+from helpers.models import wrap_model
+from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
+
+FAMILIES = sorted(CONFIGS)
+ORACLE = "biased_eager_oracle"
+_oracle_bias = {}  # candidate layer -> (heads [B, H] bool, rows [B, q] bool, keys [B, k] bool, bias [B])
+
+
+def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Eager attention written out, with the intervention's bias added by hand to the chosen heads only."""
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    scores = query @ key.transpose(2, 3) * scaling + attention_mask                     # [B, H, q, k]
+    if module.layer_idx in _oracle_bias:
+        heads, rows, keys, bias = _oracle_bias[module.layer_idx]
+        q_len, k_len = scores.shape[2:]
+        rows, keys = rows[:, k_len - q_len:k_len], keys[:, :k_len]
+        for b in range(scores.shape[0]):
+            for h in heads[b].nonzero().flatten().tolist():
+                for q in rows[b].nonzero().flatten().tolist():
+                    scores[b, h, q, keys[b]] = scores[b, h, q, keys[b]] + bias[b]
+        scores = scores.clamp(min=torch.finfo(scores.dtype).min)
+    weights = scores.softmax(-1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register(ORACLE, biased_eager_oracle)
+AttentionMaskInterface.register(ORACLE, eager_mask)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    family = request.param
+    probed = wrap_model(tiny_model(family, ATTENTION))
+    eager = tiny_model(family, "eager")
+    oracle = tiny_model(family, ORACLE)
+    inputs = tiny_inputs(family, probed.model)
+    return family, probed, eager, oracle, inputs
+
+
+def _groups(lm, inputs):
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    real = inputs["attention_mask"].bool()
+    first_half = image & (image.cumsum(1) <= image.sum(1, keepdim=True) // 2)
+    return {"image": image, "first_half": first_half, "text": real & ~image}
+
+
+def _eager_mass(attentions, groups, rows):
+    """Oracle mass [B, L, H, G] from eager attentions: sum over the group's keys, mean over the rows."""
+    att = torch.stack(attentions, 1)                                           # [B, L, H, Q, K]
+    K = att.shape[-1]
+    padded = [torch.nn.functional.pad(g, (0, max(0, K - g.shape[1])))[:, :K] for g in groups.values()]  # [B, K]
+    per_group = [(att * g[:, None, None, None, :].float()).sum(-1) for g in padded]
+    mass = torch.stack(per_group, -1)                                          # [B, L, H, Q, G]
+    weight = rows[:, None, None, :, None].float()
+    return (mass * weight).sum(3) / weight.sum(3)
+
+
+@torch.no_grad()
+def test_read_matches_eager_prefill(family):
+    name, lm, eager, _, inputs = family
+    T = inputs["input_ids"].shape[1]
+    rows = torch.zeros(2, T, dtype=torch.bool)
+    rows[:, [T - 1, T - 4]] = True
+    rows[1, T - 2] = True                                                      # rows may differ per batch row
+    groups = _groups(lm, inputs)
+    with probe(lm, read=Read(rows=rows, groups=groups, per_row=True)) as rec:
+        logits = lm.model(**inputs).logits
+    reference = eager(**inputs, output_attentions=True)
+    expected = _eager_mass(reference.attentions, groups, rows)
+    assert rec.mass.shape == (2, lm.adapter.n_layers, lm.adapter.n_heads, 3)
+    torch.testing.assert_close(rec.mass, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits, reference.logits, atol=1e-5, rtol=0)
+    assert rec.row_positions.tolist() == [[T - 4, T - 1, -1], [T - 4, T - 2, T - 1]]
+    torch.testing.assert_close(rec.mass_per_row.nanmean(3), rec.mass, atol=1e-6, rtol=0)
+    only_first = torch.zeros_like(rows)
+    only_first[:, T - 4] = True
+    torch.testing.assert_close(rec.mass_per_row[:, :, :, 0], _eager_mass(reference.attentions, groups, only_first),
+                               atol=1e-5, rtol=0)
+    assert torch.isnan(rec.mass_per_row[0, :, :, 2]).all()
+
+
+@torch.no_grad()
+def test_read_matches_eager_decode(family):
+    name, lm, eager, _, inputs = family
+    T = inputs["input_ids"].shape[1]
+    rows = torch.zeros(2, T + 3, dtype=torch.bool)
+    rows[:, [T, T + 1]] = True                                                 # generated tokens only: decode steps
+    groups = _groups(lm, inputs)
+    with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
+        generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
+    full = dict(inputs, input_ids=generated, attention_mask=torch.cat(
+        [inputs["attention_mask"], torch.ones(2, 3, dtype=torch.long)], 1))
+    for extra in ("mm_token_type_ids", "token_type_ids"):
+        if extra in inputs:
+            full[extra] = torch.cat([inputs[extra], torch.zeros(2, 3, dtype=torch.long)], 1)
+    reference = eager(**full, output_attentions=True)
+    torch.testing.assert_close(rec.mass, _eager_mass(reference.attentions, groups, rows), atol=1e-5, rtol=0)
+
+
+def _head_set(lm, batch):
+    """Different heads per batch row, in two layers; batch row 1 also in the last layer."""
+    L = lm.adapter.n_layers
+    sets = [[(1, 0), (1, 3)], [(0, 2), (L - 1, 1), (L - 1, 2)]][:batch]
+    return stack_head_sets(lm.adapter, sets)
+
+
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@torch.no_grad()
+def test_mask_and_steer_match_eager_reference(family, bias):
+    name, lm, _, oracle, inputs = family
+    T = inputs["input_ids"].shape[1]
+    heads = _head_set(lm, 2)                                                   # [B, L, H]
+    keys = _groups(lm, inputs)["first_half"]
+    rows = torch.zeros(2, T, dtype=torch.bool)
+    rows[:, T - 3:] = True
+    _oracle_bias.clear()
+    for layer in range(lm.adapter.n_layers):
+        _oracle_bias[layer] = (heads[:, layer], rows, keys, torch.tensor([bias, bias]))
+    try:
+        expected = oracle(**inputs).logits
+    finally:
+        _oracle_bias.clear()
+    clean = lm.model(**inputs).logits
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+        steered = lm.model(**inputs).logits
+    torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
+    assert (steered - clean).abs().max() > 1e-4                                # the intervention took effect
+    before = inputs["attention_mask"].bool() & (torch.arange(T) < T - 3)      # real rows before the chosen ones
+    assert torch.equal(steered[before], clean[before])                         # (pad rows see every key: skipped)
+
+
+def _attention_outputs(lm, inputs):
+    """Per-head attention outputs [B, T, H, D] of every layer (the o_proj input)."""
+    seen = []
+    hooks = [m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
+             for m in lm.adapter.attention_modules(lm.model)]
+    try:
+        lm.model(**inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [x.view(*x.shape[:2], lm.adapter.n_heads, -1) for x in seen]
+
+
+@torch.no_grad()
+def test_heads_outside_the_set_are_bit_identical(family):
+    name, lm, _, _, inputs = family
+    heads = stack_head_sets(lm.adapter, [[(1, 0), (1, 3)], [(1, 2)]])          # only layer 1
+    keys = _groups(lm, inputs)["image"]
+    clean = _attention_outputs(lm, inputs)
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE)):
+        masked = _attention_outputs(lm, inputs)
+    assert torch.equal(masked[0], clean[0])                                    # layer below: untouched
+    inside = heads[:, 1]                                                       # [B, H]
+    for b in range(2):
+        for h in range(lm.adapter.n_heads):
+            same = torch.equal(masked[1][b, :, h], clean[1][b, :, h])
+            assert same != bool(inside[b, h]), (b, h)
+
+
+@torch.no_grad()
+def test_zero_bias_and_empty_set_change_nothing(family):
+    name, lm, _, _, inputs = family
+    keys = _groups(lm, inputs)["image"]
+    clean = lm.model(**inputs).logits
+    with probe(lm, intervene=Intervention(heads=_head_set(lm, 2), keys=keys, bias=0.0)):
+        zero_bias = lm.model(**inputs).logits
+    empty = torch.zeros(2, lm.adapter.n_layers, lm.adapter.n_heads, dtype=torch.bool)
+    with probe(lm, intervene=Intervention(heads=empty, keys=keys, bias=HIDE)):
+        empty_set = lm.model(**inputs).logits
+    assert torch.equal(zero_bias, clean)
+    assert torch.equal(empty_set, clean)
+
+
+@torch.no_grad()
+def test_batched_head_sets_equal_sequential(family):
+    name, lm, _, _, inputs = family
+    item = {k: (v[1:] if k not in ("pixel_values", "image_grid_thw") or v.shape[0] == 2 else v[v.shape[0] // 2:])
+            for k, v in inputs.items()}                                        # batch row 1 alone (no padding)
+    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
+    image = lm.adapter.image_positions(item["input_ids"])                      # [1, T]
+    betas = torch.tensor([4.0, -3.0, 4.0, 1.5])
+    batch = expand_item(item, len(sets))
+    with probe(lm, intervene=Intervention(heads=heads, keys=image.expand(4, -1), bias=betas)):
+        batched = lm.model(**batch).logits
+    for i, head_set in enumerate(sets):
+        with probe(lm, intervene=Intervention(heads=heads[i:i + 1], keys=image, bias=float(betas[i]))):
+            alone = lm.model(**item).logits
+        torch.testing.assert_close(batched[i:i + 1], alone, atol=1e-5, rtol=0)
+    assert (batched[0] - batched[2]).abs().max() > 1e-5                        # different sets, different outputs
+
+
+@torch.no_grad()
+def test_guards(family):
+    name, lm, _, _, inputs = family
+    T = inputs["input_ids"].shape[1]
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    with pytest.raises(ValueError, match=r"head \(0, 99\) is out of range"):
+        heads_to_mask(lm.adapter, [(0, 99)])
+    with pytest.raises(ValueError, match=rf"head \({L}, 0\) is out of range"):
+        heads_to_mask(lm.adapter, [(L, 0)])
+    heads = _head_set(lm, 2)
+    with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=torch.zeros(2, T, dtype=torch.bool), bias=HIDE)):
+            pass
+    with pytest.raises(ValueError, match="key group 'panel' selects no position"):
+        with probe(lm, read=Read(rows="all", groups={"panel": torch.zeros(2, T, dtype=torch.bool)})):
+            pass
+    with pytest.raises(ValueError, match=rf"needs \[batch, {L} candidate layers, {H} heads\]"):
+        with probe(lm, intervene=Intervention(heads=torch.ones(2, L, H + 1, dtype=torch.bool), keys=image, bias=1.0)):
+            pass
+    with pytest.raises(RuntimeError, match=r"layers \[.*\] never ran"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
+            pass                                                               # no forward: nothing was changed
+    rows_after = torch.zeros(2, T + 5, dtype=torch.bool)
+    rows_after[:, T + 4] = True                                                # a row the forward never reaches
+    with pytest.raises(RuntimeError, match="rows never occurred"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0, rows=rows_after)):
+            lm.model(**inputs)
+    with pytest.raises(ValueError, match="batch size 2, the forward has batch size 4"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
+            lm.model(**{k: torch.cat([v, v]) for k, v in inputs.items()})
+
+
+def test_model_without_the_engine_is_refused():
+    lm = wrap_model(tiny_model("qwen3_vl", "sdpa"))
+    inputs = tiny_inputs("qwen3_vl", lm.model)
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    with pytest.raises(RuntimeError, match="runs attention 'sdpa'"):
+        with probe(lm, read=Read(rows="all", groups={"image": image})):
+            pass
