@@ -114,7 +114,7 @@ def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1) -> dict:
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     for name, value in one_image.items():  # the same image in every row
         inputs[name] = value.repeat(len(rows), *[1] * (value.ndim - 1))
-    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "gemma3"):
+    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl"):
         inputs["mm_token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
     if family == "gemma3":
         inputs["token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
