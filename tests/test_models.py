@@ -1,0 +1,98 @@
+"""Adapters: layer/head counts, region -> image-token mapping, loading from a save_pretrained folder."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import PretrainedConfig
+from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+
+from helpers.heads import ATTENTION, Read, probe
+from helpers.models import adapter_for, load_model, wrap_model
+from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_adapter_counts(family):
+    model = tiny_model(family, ATTENTION)
+    adapter = adapter_for(model.config)
+    assert (adapter.n_layers, adapter.n_heads, adapter.n_kv_heads, adapter.head_dim) == (3, 4, 2, 16)
+    assert adapter.candidate_layers == [0, 1, 2]
+    modules = adapter.attention_modules(model)
+    assert [m.layer_idx for m in modules] == [0, 1, 2]
+    assert all(m.config._attn_implementation == ATTENTION for m in modules)
+
+
+def test_unsupported_family_lists_supported_ones():
+    config = PretrainedConfig()
+    config.model_type = "blip_2"
+    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, llava, qwen2_5_vl"):
+        adapter_for(config)
+
+
+def _painted_tokens(painted, blank, merge):
+    """Merged-token indices whose patches differ from the blank image's (pixel_values rows, merge^2 per token)."""
+    change = (painted - blank).abs().view(-1, merge * merge * painted.shape[1]).amax(1)  # [tokens]
+    return set(change.gt(0.1).nonzero().flatten().tolist())
+
+
+@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+def test_qwen_region_tokens_match_painted_patches(region):
+    width, height = 200, 130
+    image = np.zeros((height, width, 3), np.uint8)
+    x0, y0, x1, y1 = region
+    image[y0:y1, x0:x1] = 255
+    processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
+                                      size={"shortest_edge": 64 * 64, "longest_edge": 256 * 256})
+    pixels = processor(images=[Image.fromarray(image)], return_tensors="pt")
+    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    t, h, w = pixels["image_grid_thw"][0].tolist()
+    n_tokens = t * h * w // 4
+    input_ids = torch.tensor([[7, 8, VISION_START] + [IMAGE_TOKEN] * n_tokens + [VISION_END, 9]])
+    adapter = adapter_for(tiny_model("qwen3_vl", ATTENTION).config)
+    inputs = {"input_ids": input_ids, "image_grid_thw": pixels["image_grid_thw"]}
+    positions = adapter.region_positions(inputs, region, (width, height))
+    assert set((positions - 3).tolist()) == _painted_tokens(pixels["pixel_values"], blank, 2)
+    assert adapter.region_mask(inputs, region, (width, height)).sum() == positions.numel()
+
+
+def test_region_outside_the_image_is_refused():
+    lm = wrap_model(tiny_model("qwen3_vl", ATTENTION))
+    inputs = tiny_inputs("qwen3_vl", lm.model)
+    with pytest.raises(ValueError, match=r"region \(10, 10, 300, 50\) is not a non-empty box inside the 200x100"):
+        lm.adapter.region_positions(inputs, (10, 10, 300, 50), (200, 100))
+    with pytest.raises(ValueError, match="image_index 1 out of range"):
+        lm.adapter.region_positions(inputs, (0, 0, 10, 10), (200, 100), image_index=1)
+
+
+def test_gemma_and_llava_grids():
+    gemma = wrap_model(tiny_model("gemma3", ATTENTION))                         # 2 x 2 pooled grid
+    inputs = tiny_inputs("gemma3", gemma.model, lengths=(3,))
+    first = int((inputs["input_ids"][0] == IMAGE_TOKEN).nonzero()[0])
+    assert (gemma.adapter.region_positions(inputs, (60, 0, 100, 10), (100, 50)) - first).tolist() == [1]
+    assert (gemma.adapter.region_positions(inputs, (0, 20, 100, 50), (100, 50)) - first).tolist() == [0, 1, 2, 3]
+    llava = wrap_model(tiny_model("llava", ATTENTION))                          # 4 x 4 patch grid, centre crop
+    inputs = tiny_inputs("llava", llava.model, lengths=(3,))
+    first = int((inputs["input_ids"][0] == IMAGE_TOKEN).nonzero()[0])
+    # 200 x 100 image: the processor keeps the centre 100 x 100 square (x 50..150)
+    assert (llava.adapter.region_positions(inputs, (50, 0, 75, 25), (200, 100)) - first).tolist() == [0]
+    assert (llava.adapter.region_positions(inputs, (140, 90, 200, 100), (200, 100)) - first).tolist() == [15]
+    with pytest.raises(ValueError, match="outside the centre crop"):
+        llava.adapter.region_positions(inputs, (0, 0, 40, 40), (200, 100))
+
+
+@torch.no_grad()
+def test_load_model_from_a_saved_folder(tmp_path):
+    tiny_model("qwen3_vl", "sdpa").save_pretrained(tmp_path)
+    processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2)
+    processor.save_pretrained(tmp_path)
+    lm = load_model(str(tmp_path))
+    assert lm.adapter.family == "qwen3_vl" and lm.name == str(tmp_path)
+    assert lm.model.config.text_config._attn_implementation == ATTENTION
+    assert lm.model.config.vision_config._attn_implementation == "sdpa"
+    inputs = tiny_inputs("qwen3_vl", lm.model)
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
+        lm.model(**inputs)
+    assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
+    with pytest.raises(ValueError, match="dtype 'int8' is not supported"):
+        load_model(str(tmp_path), dtype="int8")
