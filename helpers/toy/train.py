@@ -84,9 +84,9 @@ def save_model(model, processor):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1100)
+    parser.add_argument("--steps", type=int, default=750)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=1.5e-3)
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--n-eval", type=int, default=300, help="held-out items per task for the final JSON")
     args = parser.parse_args()
