@@ -13,7 +13,7 @@ from helpers.design import SETTINGS
 DEVICES = ("cpu", "cuda", "mps", "auto")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-SIZE_MINIMUM = {"n_items": 2, "n_strips": 2, "n_random": 1, "n_splits": 1, "n_boot": 10}
+SIZE_MINIMUM = {"batch_size": 1, "n_items": 2, "n_strips": 2, "n_random": 1, "n_splits": 1, "n_boot": 10}
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
 SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_splits": 5, "n_boot": 50}
 
@@ -56,12 +56,16 @@ def _check_settings(value):
     return list(names)
 
 
-def _check_k(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail("k", value, "use an int >= 1 (heads) or a float share 0 < k < 1")
-    if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
-        return value
-    _fail("k", value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+def _check_k(name, optional=False):
+    def check(value):
+        if optional and value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(name, value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+        if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
+            return value
+        _fail(name, value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+    return check
 
 
 def _check_size(name):
@@ -95,12 +99,24 @@ def _check_dir(name):
     return check
 
 
+def _check_choice(name, allowed):
+    def check(value):
+        if value in allowed:
+            return value
+        _fail(name, value, f"allowed: {', '.join(map(repr, allowed))}")
+    return check
+
+
 CHECKS = {
     "model": _check_model,
     "device": _check_device,
     "dtype": _check_dtype,
     "settings": _check_settings,
-    "k": _check_k,
+    "k": _check_k("k"),
+    "k_crossover": _check_k("k_crossover", optional=True),
+    "key_agg": _check_choice("key_agg", ("raw", "share")),
+    "row_agg": _check_choice("row_agg", ("mean", "max")),
+    "batch_size": _check_size("batch_size"),
     "seed": _check_seed,
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),

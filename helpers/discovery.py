@@ -1,0 +1,139 @@
+"""Discovery scores: how much attention each head sends from a source's rows to the asked-about panel.
+
+For one strip item and one head (l, h), the score is the attention mass that the source rows send to
+the image tokens of the asked-about panel p: a sum over p's keys, then an aggregate over the rows
+(`row_agg`: "mean" or "max"). `key_agg` picks raw mass ("raw") or p's share of the head's attention to
+the whole image ("share"). The three attention sources are read in ONE teacher-forced forward per
+strip: prompt + the model's own greedy answer (causal attention makes the prompt rows identical to a
+prompt-only forward):
+
+    last  the last prompt token                  (Batch.last_prompt_mask)
+    qsp   the query-span tokens that pick p      (Batch.query_mask)
+    out   the tokens of the generated answer     (Batch.answer_mask)
+
+Per-item, per-head results are cached on disk chunk by chunk (`helpers.cache`), so the half-splits
+and bootstraps of notebook 02 and a rerun after a crash need no new forward passes.
+"""
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from helpers import heads, inputs, mcq, paths, stimuli
+from helpers.cache import ResultCache, code_version
+from helpers.design import parse_setting
+from helpers.heads import Read, probe
+from helpers.inputs import build_batch
+from helpers.mcq import greedy_answers
+from helpers.models import LoadedModel
+from helpers.stimuli import load_corpus, strip_items
+
+ROW_AGGREGATES = ("mean", "max")
+KEY_AGGREGATES = ("raw", "share")
+
+
+def source_rows(batch: inputs.Batch) -> dict[str, torch.Tensor]:
+    """Source name -> bool [B, T] rows whose attention a discovery score reads."""
+    return {"last": batch.last_prompt_mask, "qsp": batch.query_mask, "out": batch.answer_mask}
+
+
+def target_panel_keys(lm: LoadedModel, batch: inputs.Batch) -> torch.Tensor:
+    """Bool [B, T]: the image tokens of each item's asked-about panel."""
+    return torch.stack([lm.adapter.region_mask(batch.inputs, item.boxes[item.target], item.image.size, b)
+                        for b, item in enumerate(batch.items)])
+
+
+@torch.no_grad()
+def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.ndarray]:
+    """Per-item, per-head discovery scores of every source, for every key and row aggregate.
+
+    Returns arrays `{source}_{key_agg}_{row_agg}` of shape [N, L, H], `correct` [N] (the greedy answer
+    equals the item's answer) and `answer_tokens` [N].
+    """
+    answers = greedy_answers(lm.model, lm.processor, items)
+    empty = [i for i, a in enumerate(answers) if not a]
+    if empty:
+        raise RuntimeError(f"the model gave an empty greedy answer for strip item(s) {empty}; "
+                           "the 'out' source has no rows to read")
+    batch = build_batch(lm.processor, items, answers=answers)
+    sources = source_rows(batch)
+    rows = sources["last"] | sources["qsp"] | sources["out"]                  # [B, T]
+    groups = {"panel": target_panel_keys(lm, batch), "image": batch.image_mask}
+    device = lm.model.device
+    read = Read(rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
+    with probe(lm, read=read) as rec:
+        lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
+    per_row = rec.mass_per_row.float().cpu()                                   # [B, L, H, R, 2]
+    values = {"raw": per_row[..., 0], "share": per_row[..., 0] / per_row[..., 1].clamp(min=1e-12)}
+    positions = rec.row_positions.cpu()                                        # [B, R], -1 padded
+    out = {}
+    for source, mask in sources.items():
+        picked = torch.stack([mask[b, positions[b].clamp(min=0)] & (positions[b] >= 0)
+                              for b in range(len(items))])[:, None, None, :]   # [B, 1, 1, R]
+        count = picked.sum(-1).clamp(min=1)                                    # [B, 1, 1]
+        for key_agg, value in values.items():                                  # value [B, L, H, R]
+            out[f"{source}_{key_agg}_mean"] = (torch.where(picked, value, 0.0).sum(-1) / count).numpy()
+            out[f"{source}_{key_agg}_max"] = torch.where(picked, value, -torch.inf).amax(-1).numpy()
+    out["correct"] = np.array([a == item.answer for a, item in zip(answers, items)])
+    out["answer_tokens"] = batch.answer_mask.sum(1).numpy()
+    return out
+
+
+def model_fingerprint(lm: LoadedModel) -> str:
+    """Identity of the weights for cache keys: a hub id as given; a local folder (or "toy") by its
+    weight files' names, sizes and first/last MiB, so a retrained model gets new cache entries."""
+    folder = paths.TOY_MODEL if lm.name == "toy" else Path(lm.name)
+    if not folder.is_dir():
+        return lm.name
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            digest.update(f"{path.name}:{size}".encode() + handle.read(2**20))
+            handle.seek(max(0, size - 2**20))
+            digest.update(handle.read())
+    return f"{lm.name}@{digest.hexdigest()[:12]}"
+
+
+def discover(lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache,
+             batch_size: int = 16) -> dict[str, np.ndarray]:
+    """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
+    corpus_obj = load_corpus(corpus)
+    params = {"model": model_fingerprint(lm), "corpus": corpus, "query": query, "seed": seed,
+              "batch_size": batch_size, "dtype": str(lm.model.dtype),
+              "code": code_version(heads, inputs, mcq, stimuli, sys.modules[__name__])}
+    return cache.cached_chunks("discovery", params, n_strips, batch_size,
+                               lambda start, stop: score_strips(lm, strip_items(corpus_obj, stop, seed, query)[start:]))
+
+
+def setting_scores(per_item: dict[str, np.ndarray], setting: str, key_agg: str = "raw",
+                   row_agg: str = "mean") -> np.ndarray:
+    """The per-item scores [N, L, H] of one setting from `discover`'s output of its corpus and query."""
+    if key_agg not in KEY_AGGREGATES:
+        raise ValueError(f"key_agg={key_agg!r} is not allowed; allowed: {KEY_AGGREGATES}")
+    if row_agg not in ROW_AGGREGATES:
+        raise ValueError(f"row_agg={row_agg!r} is not allowed; allowed: {ROW_AGGREGATES}")
+    return per_item[f"{parse_setting(setting).source}_{key_agg}_{row_agg}"]
+
+
+@torch.no_grad()
+def panel_profile(lm: LoadedModel, item: stimuli.Item, head_sets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Figure 1's view of one strip: for each source, the attention mass that the heads of
+    `head_sets[source]` (bool [L, H]) send from that source's rows to every panel, averaged over the
+    heads -> {source: [n_panels]} in panel order."""
+    answer = greedy_answers(lm.model, lm.processor, [item])
+    batch = build_batch(lm.processor, [item], answers=answer)
+    sources = source_rows(batch)
+    panels = [name for name in item.boxes if name.startswith("panel")]
+    groups = {name: lm.adapter.region_mask(batch.inputs, item.boxes[name], item.image.size)[None] for name in panels}
+    device = lm.model.device
+    profile = {}
+    for source, head_set in head_sets.items():
+        read = Read(rows=sources[source].to(device), groups={k: v.to(device) for k, v in groups.items()})
+        with probe(lm, read=read) as rec:
+            lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
+        mass = rec.mass[0].float().cpu().numpy()                               # [L, H, panels]
+        profile[source] = mass[np.asarray(head_set, dtype=bool)].mean(0)
+    return profile
