@@ -1,4 +1,6 @@
 """Figures of notebook 01: per-setting score maps and the Figure 1-style view of one strip."""
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
@@ -43,14 +45,15 @@ def plot_strip_overview(item: Item, profile: dict[str, np.ndarray], setting_pref
     left.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ec="lime", lw=3))
     for name, (bx0, by0, _, _) in item.boxes.items():
         left.text(bx0 + 3, by0 + 10, name.split()[-1], color="white", fontsize=8, weight="bold")
-    left.set_title(f"{item.prompt[-60:]}\nanswer: {item.answer}", fontsize=8)
+    left.set_title(f"{textwrap.fill(item.prompt, 70)}\nanswer: {item.answer}", fontsize=8)
     left.axis("off")
     panels = [name for name in item.boxes if name.startswith("panel")]
     width = 0.8 / len(profile)
     for i, (source, mass) in enumerate(profile.items()):
         right.bar(np.arange(len(panels)) + i * width, mass, width, label=f"{setting_prefix}-{source}")
     right.set_xticks(np.arange(len(panels)) + 0.4 - width / 2, [p.split()[-1] for p in panels])
-    right.axvspan(panels.index(item.target) - 0.1, panels.index(item.target) + 0.8, color="lime", alpha=0.15)
+    target = panels.index(item.target)
+    right.axvspan(target - width / 2, target + (len(profile) - 0.5) * width, color="lime", alpha=0.15)
     right.set(xlabel="panel (asked-about panel shaded)", ylabel=f"attention mass, mean of top-{k} heads")
     right.legend(fontsize=8)
     fig.tight_layout()
