@@ -8,6 +8,7 @@ import jupytext
 import pytest
 
 from helpers import paths, run
+from helpers.design import OUTPUT_SUFFIXES, OUTPUTS
 
 SOURCES = run.notebook_sources()
 
@@ -67,7 +68,12 @@ def test_smoke_run_of_every_notebook():
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = paths.BUILD / "smoke" / "paper_figures"
+    for notebook, outputs in OUTPUTS.items():
+        for name, kind in outputs.items():
+            for suffix in OUTPUT_SUFFIXES.get(kind, ("",)):
+                assert (out / f"{name}{suffix}").exists(), f"{notebook} did not write {name}{suffix}"
     assert (out / "design_grid.png").stat().st_size > 10_000
+    assert len(list((out / "headsets").glob("*.json"))) == 24
     assert (out / "design_settings.csv").read_text().count("\n") == 13
     after = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
     assert after == before, "a smoke run must never write into paper_figures/"
