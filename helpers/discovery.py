@@ -23,7 +23,7 @@ import torch
 
 from helpers import heads, inputs, mcq, paths, stimuli
 from helpers.cache import ResultCache, code_version
-from helpers.design import parse_setting
+from helpers.design import CORPORA, QUERIES, SETTINGS, parse_setting
 from helpers.heads import Read, probe
 from helpers.inputs import build_batch
 from helpers.mcq import greedy_answers
@@ -137,3 +137,16 @@ def panel_profile(lm: LoadedModel, item: stimuli.Item, head_sets: dict[str, np.n
         mass = rec.mass[0].float().cpu().numpy()                               # [L, H, panels]
         profile[source] = mass[np.asarray(head_set, dtype=bool)].mean(0)
     return profile
+
+
+def discover_all(lm: LoadedModel, n_strips: int, seed: int, cache: ResultCache,
+                 batch_size: int = 16) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """`discover` for every corpus x query -> {(corpus, query): per-item arrays}."""
+    return {(c, q): discover(lm, c, q, n_strips, seed, cache, batch_size) for c in CORPORA for q in QUERIES}
+
+
+def all_setting_scores(per_item: dict[tuple[str, str], dict[str, np.ndarray]], key_agg: str = "raw",
+                       row_agg: str = "mean") -> dict[str, np.ndarray]:
+    """{setting: per-item scores [N, L, H]} for all 12 settings from `discover_all`'s output."""
+    return {s: setting_scores(per_item[parse_setting(s).corpus, parse_setting(s).query], s, key_agg, row_agg)
+            for s in SETTINGS}

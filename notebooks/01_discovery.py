@@ -50,8 +50,8 @@ from IPython.display import display
 
 from helpers import headsets, params
 from helpers.cache import ResultCache
-from helpers.design import CORPORA, QUERIES, SETTINGS, k_for, parse_setting
-from helpers.discovery import discover, panel_profile, setting_scores
+from helpers.design import k_for
+from helpers.discovery import all_setting_scores, discover_all, panel_profile
 from helpers.discovery_figures import plot_score_maps, plot_strip_overview
 from helpers.figures import save_figure, save_table
 from helpers.models import load_model
@@ -75,7 +75,7 @@ print(f"{P.model}: {A.family}, {len(A.candidate_layers)} candidate layers x {A.n
 
 # %%
 cache = ResultCache(P.cache_dir)
-per_item = {(c, q): discover(lm, c, q, P.n_strips, P.seed, cache, P.batch_size) for c in CORPORA for q in QUERIES}
+per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
 accuracy = pd.DataFrame([{"corpus": c, "query": q, "strips": len(v["correct"]),
                           "greedy answer correct": v["correct"].mean(),
                           "answer tokens (mean)": v["answer_tokens"].mean()} for (c, q), v in per_item.items()])
@@ -86,8 +86,7 @@ save_table(accuracy, "discovery_accuracy", P.out_dir)
 # ## Head-sets of the 12 settings
 
 # %%
-item_scores = {s: setting_scores(per_item[parse_setting(s).corpus, parse_setting(s).query], s, P.key_agg, P.row_agg)
-               for s in SETTINGS}
+item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)               # setting -> [N, L, H]
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}                  # [L, H] each
 rows = []
 for s, scores in mean_scores.items():

@@ -47,8 +47,8 @@ from IPython.display import display
 
 from helpers import params
 from helpers.cache import ResultCache
-from helpers.design import CORPORA, QUERIES, SETTINGS, k_for, parse_setting
-from helpers.discovery import discover, setting_scores
+from helpers.design import k_for
+from helpers.discovery import all_setting_scores, discover_all
 from helpers.figures import save_figure, save_table
 from helpers.models import load_model
 from helpers.overlap import (ceiling_table, half_split_overlaps, one_factor_pairs, overlap, overlap_matrix,
@@ -65,9 +65,8 @@ K = k_for(n_heads, P.k)
 # the paper's top-20 of 1,152 heads, scaled to this model (at least 3 heads)
 K_CROSS = k_for(n_heads, P.k_crossover) if P.k_crossover is not None else max(3, k_for(n_heads, 20 / 1152))
 cache = ResultCache(P.cache_dir)
-per_item = {(c, q): discover(lm, c, q, P.n_strips, P.seed, cache, P.batch_size) for c in CORPORA for q in QUERIES}
-item_scores = {s: setting_scores(per_item[parse_setting(s).corpus, parse_setting(s).query], s, P.key_agg, P.row_agg)
-               for s in SETTINGS}                                              # [N, L, H] each
+per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
+item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)               # setting -> [N, L, H]
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}
 print(f"{n_heads} heads, top-{K} (paper: top-100 of 1,152), {P.n_strips} strips per corpus x query, "
       f"{P.n_splits} half-splits")
