@@ -212,7 +212,7 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
 # --------------------------------------------------------------------------------------------- helpers
 
 KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank",
-         "single_matched", "single_mismatched", "text")
+         "single_matched", "single_mismatched", "text", "single_name")
 
 
 def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
@@ -325,20 +325,27 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
 def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_size: int = PANEL_SIZE) -> list[Item]:
     """Four class names as options A-D. `arm`: "matched" (the image shows the correct option),
     "mismatched" (it shows a fifth class, not among the options; the correct letter is kept, so
-    P(correct) should sit at chance) or "text" (the prompt states the answer; the image shows an
-    unrelated fifth class). Item i has the same options and correct letter in every arm."""
-    if arm not in ("matched", "mismatched", "text"):
-        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text'")
+    P(correct) should sit at chance), "text" (the prompt states the answer; the image shows an
+    unrelated fifth class) or "name" (no options: the answer is the class of the matched image; a
+    training task). Item i has the same options and correct letter in every arm."""
+    if arm not in ("matched", "mismatched", "text", "name"):
+        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text', 'name'")
     _need_classes(corpus, 5, "single-image MCQ (four options and one excluded class)")
-    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}[arm]
+    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text", "name": "single_name"}[arm]
     items = []
     for index in range(n):
         rng = _rng(seed, f"single-{corpus.name}", index)
         labels = _pick_labels(corpus, rng, 5)          # four options, then the excluded class
         options, excluded = labels[:4], labels[4]
         correct = int(rng.integers(4))
-        shown = options[correct] if arm == "matched" else excluded
+        shown = options[correct] if arm in ("matched", "name") else excluded
         image = corpus.tile(shown, rng, image_size)
+        if arm == "name":
+            prompt = "What is in the image?"
+            items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=shown,
+                              query_span=_span(prompt, "the image"), boxes={"image": (0, 0, image.width, image.height)},
+                              target="image", labels=(shown,), seed_key=(seed, index)))
+            continue
         if arm == "text":
             lead = f"The note says the box holds the {options[correct]}."
             prompt = f"{lead} What does the box hold?\n{_options_block(options)}\nAnswer with the letter."
@@ -365,6 +372,7 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         "single_matched": lambda: single_image_items(corpus, n, seed, "matched"),
         "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
         "text": lambda: single_image_items(corpus, n, seed, "text"),
+        "single_name": lambda: single_image_items(corpus, n, seed, "name"),
     }
     if kind not in builders:
         raise ValueError(f"item kind {kind!r} is not one of {KINDS}")

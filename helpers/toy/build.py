@@ -88,17 +88,17 @@ def build_processor() -> Qwen3VLProcessor:
 
 def build_config(tokenizer) -> Qwen3VLConfig:
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    head_dim = 32
+    head_dim = 16
     text_config = dict(
-        vocab_size=len(tokenizer), hidden_size=192, intermediate_size=512, num_hidden_layers=10,
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=10,
         num_attention_heads=12, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "mrope_section": [6, 5, 5], "mrope_interleaved": True},   # sums to head_dim / 2
+                         "mrope_section": [4, 2, 2], "mrope_interleaved": True},   # sums to head_dim / 2
         pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
     )
     vision_config = dict(
-        depth=2, hidden_size=128, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=192,
+        depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=PATCH_SIZE,
+        spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=128,
         num_position_embeddings=256, deepstack_visual_indexes=[0, 1],
     )
     return Qwen3VLConfig(
