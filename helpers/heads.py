@@ -107,6 +107,7 @@ class _State:
     read_count: dict = field(default_factory=dict)         # layer -> [B]
     read_rows: dict = field(default_factory=dict)          # layer -> list of ([B, H, r, G], [r], [B, r])
     rows_hit: torch.Tensor | None = None                   # [B] bool: intervention reached the batch row
+    shared_layers: int = 0                                 # candidate layers run once at batch 1 (run_head_sets)
 
 
 _ACTIVE: _State | None = None
@@ -121,6 +122,9 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
     if state is None or module not in state.layer_of:
         return output, None
     layer = state.layer_of[module]
+    if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
+        state.layer_calls[layer] += 1
+        return output, None
     if attention_mask is None or attention_mask.dtype == torch.bool:
         raise RuntimeError(
             f"candidate layer {layer} got attention_mask={None if attention_mask is None else attention_mask.dtype}; "
@@ -275,6 +279,13 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
     ``loaded``: a helpers.models.LoadedModel. Yields a Recording, complete once the block exits.
     """
+    with _probe(loaded, read, intervene) as state:
+        yield state.recording
+
+
+@contextmanager
+def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_layers: int = 0):
+    """probe's body; yields the _State. ``shared_layers``: see run_head_sets."""
     global _ACTIVE
     if _ACTIVE is not None:
         raise RuntimeError("a probe is already active; probes do not nest")
@@ -301,14 +312,14 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
     state = _State(
         layer_of={module: i for i, module in enumerate(modules)}, n_layers=n_layers, n_heads=n_heads,
         read=read, intervene=intervene, recording=recording, batch=batch, layer_calls=[0] * n_layers,
-        rows_hit=torch.zeros(batch, dtype=torch.bool),
+        rows_hit=torch.zeros(batch, dtype=torch.bool), shared_layers=shared_layers,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
         lambda module, args, kwargs: _note_past_length(state, kwargs), with_kwargs=True
     )
     _ACTIVE = state
     try:
-        yield recording
+        yield state
     finally:
         _ACTIVE = None
         hook.remove()
@@ -395,3 +406,83 @@ def expand_item(inputs: dict, n: int) -> dict:
         raise ValueError(f"n must be >= 1, got {n}")
     return {name: value.repeat(n, *[1] * (value.ndim - 1)) if isinstance(value, torch.Tensor) else value
             for name, value in inputs.items()}
+
+
+@torch.no_grad()
+def run_head_sets(loaded, item: dict, heads: torch.Tensor, keys: torch.Tensor, bias: float | torch.Tensor,
+                  rows: Rows = "all") -> torch.Tensor:
+    """Logits [n, T, V] of one item under n head-sets: the same as n probe calls, sharing their common work.
+
+    ``item``: a one-item processor output (batch 1, T positions). ``heads``: [n, L, H] (stack_head_sets).
+    ``keys`` and ``rows``: [1, T] (the same for every set) or [n, T]; ``rows`` may be "all". ``bias``: a
+    float, HIDE or an [n] tensor, as in Intervention.
+
+    The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
+    and the decoder layers below d0 run once at batch 1 and the hidden states entering layer d0 are
+    repeated n times. Qwen3-VL adds visual features after its first ``adapter.deepstack_layers`` layers
+    at batch 1 positions; when d0 is one of them the copies are made at the text backbone's input instead
+    (the vision tower still runs once).
+    """
+    if item["input_ids"].shape[0] != 1:
+        raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
+    if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
+        raise ValueError("heads must be a bool tensor [n_sets, layers, heads]; build it with stack_head_sets")
+    n = heads.shape[0]
+    spec = Intervention(heads=heads, keys=_per_copy("keys", keys, n),
+                        rows=rows if isinstance(rows, str) else _per_copy("rows", rows, n), bias=bias)
+    adapter = loaded.adapter
+    used = heads.any(0).any(-1).nonzero().flatten()                         # candidate layers holding a head
+    if used.numel() == 0:                                                   # every set is empty: the clean forward
+        _prepare_intervention(spec, len(adapter.candidate_layers), adapter.n_heads)
+        return loaded.model(**item, use_cache=False).logits.repeat(n, 1, 1)
+    first = int(used[0])
+    split = adapter.candidate_layers[first]                                 # d0, a decoder-layer index
+    text_model = adapter.language_model(loaded.model)
+    if split >= adapter.deepstack_layers:
+        shared = first
+        hook = text_model.layers[split].register_forward_pre_hook(
+            lambda module, args, kwargs: _repeat_layer_input(args, kwargs, n), with_kwargs=True)
+    else:
+        shared = 0
+        hook = text_model.register_forward_pre_hook(
+            lambda module, args, kwargs: (args, _repeat_text_inputs(kwargs, n)), with_kwargs=True)
+    try:
+        with _probe(loaded, None, spec, shared_layers=shared):
+            return loaded.model(**item, use_cache=False).logits
+    finally:
+        hook.remove()
+
+
+def _per_copy(name: str, selection: torch.Tensor, n: int) -> torch.Tensor:
+    """A [1, T] or [n, T] selection -> [n, T]."""
+    if not isinstance(selection, torch.Tensor) or selection.ndim != 2 or selection.shape[0] not in (1, n):
+        raise ValueError(f"{name} must be a bool tensor [1, T] or [{n}, T], got "
+                         f"{type(selection).__name__} {tuple(getattr(selection, 'shape', ()))}")
+    return selection.expand(n, -1)
+
+
+def _repeat_layer_input(args: tuple, kwargs: dict, n: int):
+    """Pre-hook of decoder layer d0: hidden states [1, T, D] -> [n, T, D]; mask and rotary tables broadcast."""
+    if args:
+        return (args[0].repeat(n, 1, 1), *args[1:]), kwargs
+    return args, dict(kwargs, hidden_states=kwargs["hidden_states"].repeat(n, 1, 1))
+
+
+_BATCH_FIRST = ("inputs_embeds", "attention_mask", "visual_pos_masks")  # text-backbone inputs [1, ...]
+
+
+def _repeat_text_inputs(kwargs: dict, n: int) -> dict:
+    """Pre-hook of the text backbone: every per-item input repeated to batch n (Qwen3-VL's inputs)."""
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        if value is None or not isinstance(value, (torch.Tensor, list)):
+            continue
+        if name in _BATCH_FIRST:
+            out[name] = value.repeat(n, *[1] * (value.ndim - 1))              # [1, ...] -> [n, ...]
+        elif name == "position_ids":
+            out[name] = value.repeat(*[1] * (value.ndim - 2), n, 1)           # [..., 1, T] -> [..., n, T]
+        elif name == "deepstack_visual_embeds":
+            out[name] = [v.repeat(n, 1) for v in value]                       # [k, D] -> [n k, D], batch-major
+        else:
+            raise ValueError(f"run_head_sets does not know how to repeat the text backbone's input {name!r}")
+    return out

@@ -29,6 +29,7 @@ class Adapter:
     head_dim: int
     candidate_layers: list[int]  # decoder layers whose heads are candidates (softmax attention)
     image_token_id: int
+    deepstack_layers: int = 0    # first decoder layers after which visual features are added (Qwen3-VL)
 
     def language_model(self, model):
         return model.model.language_model
@@ -177,8 +178,9 @@ def _qwen(config) -> Adapter:
     shape = _text_shape(text)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
     candidates = [i for i, kind in enumerate(layer_types) if kind != "linear_attention"]
-    return QwenVLAdapter(family=config.model_type, candidate_layers=candidates,
-                         image_token_id=config.image_token_id, merge=config.vision_config.spatial_merge_size, **shape)
+    deepstack = len(getattr(config.vision_config, "deepstack_visual_indexes", None) or [])
+    return QwenVLAdapter(family=config.model_type, candidate_layers=candidates, image_token_id=config.image_token_id,
+                         merge=config.vision_config.spatial_merge_size, deepstack_layers=deepstack, **shape)
 
 
 def _gemma3(config) -> Adapter:

@@ -5,7 +5,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from helpers.heads import ATTENTION, HIDE, Intervention, Read, expand_item, heads_to_mask, probe, stack_head_sets
+from helpers.heads import (ATTENTION, HIDE, Intervention, Read, expand_item, heads_to_mask, probe, run_head_sets,
+                           stack_head_sets)
 from helpers.models import wrap_model
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
@@ -198,6 +199,33 @@ def test_batched_head_sets_equal_sequential(family):
             alone = lm.model(**item).logits
         torch.testing.assert_close(batched[i:i + 1], alone, atol=1e-5, rtol=0)
     assert (batched[0] - batched[2]).abs().max() > 1e-5                        # different sets, different outputs
+
+
+@pytest.mark.parametrize("lowest", [0, 1])
+@torch.no_grad()
+def test_run_head_sets_equals_batched_and_sequential(family, lowest):
+    """The fast path (vision tower and layers below the first intervened one run once) == plain batch == loop."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2:] for k, v in inputs.items()}   # batch row 1
+    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    sets = [[(lowest, 1), (L - 1, 3)], [(L - 1, 0)], [], [(l, h) for l in range(lowest, L) for h in range(0, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])                       # [1, T]
+    T = keys.shape[1]
+    rows = torch.zeros(1, T, dtype=torch.bool)
+    rows[:, T - 5:] = True
+    betas = torch.tensor([4.0, -3.0, 4.0, HIDE])
+    fast = run_head_sets(lm, item, heads, keys, betas, rows)                   # [4, T, V]
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys.expand(4, -1), bias=betas, rows=rows.expand(4, -1))):
+        batched = lm.model(**expand_item(item, 4)).logits
+    torch.testing.assert_close(fast, batched, atol=1e-5, rtol=0)
+    for i in range(len(sets)):
+        with probe(lm, intervene=Intervention(heads=heads[i:i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+            alone = lm.model(**item).logits
+        torch.testing.assert_close(fast[i:i + 1], alone, atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+    empty = run_head_sets(lm, item, torch.zeros(2, L, H, dtype=torch.bool), keys, HIDE)
+    torch.testing.assert_close(empty, lm.model(**item).logits.expand(2, -1, -1), atol=1e-5, rtol=0)
 
 
 @torch.no_grad()
