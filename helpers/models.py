@@ -163,6 +163,40 @@ class SquareGridAdapter(Adapter):
             _cells(x0 / short * self.side, x1 / short * self.side, self.side)
 
 
+@dataclass
+class InternVLAdapter(SquareGridAdapter):
+    """InternVL: each 448 x 448 tile (resized, not cropped) gives side x side tokens (pixel-shuffled patches).
+
+    Only single-tile images are mapped: with the processor's dynamic tiling (crop_to_patches=True) an
+    image becomes several tiles plus a thumbnail, and such inputs are refused.
+    """
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        per_tile = self.side ** 2
+        runs = [_runs(row == self.image_token_id) for row in inputs["input_ids"]]  # per row: [(start, length)]
+        for row, row_runs in enumerate(runs):
+            for k, (start, length) in enumerate(row_runs):
+                if length != per_tile:
+                    raise ValueError(
+                        f"InternVL image {k} of batch row {row} has {length} image tokens ({length / per_tile:g} tiles "
+                        f"of {per_tile}); only single-tile images can be mapped to regions: process images with "
+                        "crop_to_patches=False")
+        spans = [[torch.arange(start, start + length) for start, length in row_runs] for row_runs in runs]
+        return _one_image(spans, batch_index, image_index), (self.side, self.side)
+
+
+def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
+    """Maximal runs of True in a [T] bool tensor, as (start, length)."""
+    positions = selected.nonzero().flatten().tolist()
+    runs = []
+    for p in positions:
+        if runs and runs[-1][0] + runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((p, 1))
+    return runs
+
+
 def _text_shape(text_config) -> dict:
     n_heads = text_config.num_attention_heads
     return dict(
@@ -201,6 +235,17 @@ def _llava(config) -> Adapter:
                              crop=True, **shape)
 
 
+def _internvl(config) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(reversed(vision.image_size)):
+        raise ValueError(f"InternVL adapter supports square tiles with vision_feature_select_strategy='default', got "
+                         f"image_size={vision.image_size}, strategy={config.vision_feature_select_strategy!r}")
+    side = int(vision.image_size[0] // vision.patch_size[0] * config.downsample_ratio)
+    return InternVLAdapter(family="internvl", candidate_layers=list(range(shape["n_layers"])),
+                           image_token_id=config.image_token_id, side=side, crop=False, **shape)
+
+
 ADAPTERS = {
     "qwen2_vl": _qwen,
     "qwen2_5_vl": _qwen,
@@ -208,6 +253,7 @@ ADAPTERS = {
     "qwen3_5": _qwen,
     "gemma3": _gemma3,
     "llava": _llava,
+    "internvl": _internvl,
 }
 
 

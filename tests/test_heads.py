@@ -76,7 +76,7 @@ def test_read_matches_eager_prefill(family):
         logits = lm.model(**inputs).logits
     reference = eager(**inputs, output_attentions=True)
     expected = _eager_mass(reference.attentions, groups, rows)
-    assert rec.mass.shape == (2, lm.adapter.n_layers, lm.adapter.n_heads, 3)
+    assert rec.mass.shape == (2, len(lm.adapter.candidate_layers), lm.adapter.n_heads, 3)
     torch.testing.assert_close(rec.mass, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(logits, reference.logits, atol=1e-5, rtol=0)
     assert rec.row_positions.tolist() == [[T - 4, T - 1, -1], [T - 4, T - 2, T - 1]]
@@ -108,7 +108,7 @@ def test_read_matches_eager_decode(family):
 
 def _head_set(lm, batch):
     """Different heads per batch row, in two layers; batch row 1 also in the last layer."""
-    L = lm.adapter.n_layers
+    L = len(lm.adapter.candidate_layers)
     sets = [[(1, 0), (1, 3)], [(0, 2), (L - 1, 1), (L - 1, 2)]][:batch]
     return stack_head_sets(lm.adapter, sets)
 
@@ -123,8 +123,8 @@ def test_mask_and_steer_match_eager_reference(family, bias):
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 3:] = True
     _oracle_bias.clear()
-    for layer in range(lm.adapter.n_layers):
-        _oracle_bias[layer] = (heads[:, layer], rows, keys, torch.tensor([bias, bias]))
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):                # oracle: decoder-layer index
+        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
     try:
         expected = oracle(**inputs).logits
     finally:
@@ -174,7 +174,7 @@ def test_zero_bias_and_empty_set_change_nothing(family):
     clean = lm.model(**inputs).logits
     with probe(lm, intervene=Intervention(heads=_head_set(lm, 2), keys=keys, bias=0.0)):
         zero_bias = lm.model(**inputs).logits
-    empty = torch.zeros(2, lm.adapter.n_layers, lm.adapter.n_heads, dtype=torch.bool)
+    empty = torch.zeros(2, len(lm.adapter.candidate_layers), lm.adapter.n_heads, dtype=torch.bool)
     with probe(lm, intervene=Intervention(heads=empty, keys=keys, bias=HIDE)):
         empty_set = lm.model(**inputs).logits
     assert torch.equal(zero_bias, clean)
@@ -186,7 +186,7 @@ def test_batched_head_sets_equal_sequential(family):
     name, lm, _, _, inputs = family
     item = {k: (v[1:] if k not in ("pixel_values", "image_grid_thw") or v.shape[0] == 2 else v[v.shape[0] // 2:])
             for k, v in inputs.items()}                                        # batch row 1 alone (no padding)
-    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
     image = lm.adapter.image_positions(item["input_ids"])                      # [1, T]
@@ -207,7 +207,7 @@ def test_run_head_sets_equals_batched_and_sequential(family, lowest):
     """The fast path (vision tower and layers below the first intervened one run once) == plain batch == loop."""
     name, lm, _, _, inputs = family
     item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2:] for k, v in inputs.items()}   # batch row 1
-    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(lowest, 1), (L - 1, 3)], [(L - 1, 0)], [], [(l, h) for l in range(lowest, L) for h in range(0, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
     keys = lm.adapter.image_positions(item["input_ids"])                       # [1, T]
@@ -233,7 +233,7 @@ def test_guards(family):
     name, lm, _, _, inputs = family
     T = inputs["input_ids"].shape[1]
     image = lm.adapter.image_positions(inputs["input_ids"])
-    L, H = lm.adapter.n_layers, lm.adapter.n_heads
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     with pytest.raises(ValueError, match=r"head \(0, 99\) is out of range"):
         heads_to_mask(lm.adapter, [(0, 99)])
     with pytest.raises(ValueError, match=rf"head \({L}, 0\) is out of range"):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import PretrainedConfig
+from transformers import GotOcr2ImageProcessor, PretrainedConfig
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 from helpers.heads import ATTENTION, Read, probe
@@ -11,21 +11,26 @@ from helpers.models import adapter_for, load_model, wrap_model
 from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
 
 
+CANDIDATES = {"qwen3_5": [1, 3]}  # Qwen3.5's tiny config: linear attention in layers 0 and 2
+
+
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_adapter_counts(family):
     model = tiny_model(family, ATTENTION)
     adapter = adapter_for(model.config)
-    assert (adapter.n_layers, adapter.n_heads, adapter.n_kv_heads, adapter.head_dim) == (3, 4, 2, 16)
-    assert adapter.candidate_layers == [0, 1, 2]
+    candidates = CANDIDATES.get(family, [0, 1, 2])
+    n_layers = 4 if family == "qwen3_5" else 3
+    assert (adapter.n_layers, adapter.n_heads, adapter.n_kv_heads, adapter.head_dim) == (n_layers, 4, 2, 16)
+    assert adapter.candidate_layers == candidates
     modules = adapter.attention_modules(model)
-    assert [m.layer_idx for m in modules] == [0, 1, 2]
+    assert [m.layer_idx for m in modules] == candidates
     assert all(m.config._attn_implementation == ATTENTION for m in modules)
 
 
 def test_unsupported_family_lists_supported_ones():
     config = PretrainedConfig()
     config.model_type = "blip_2"
-    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, llava, qwen2_5_vl"):
+    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, internvl, llava, qwen2_5_vl"):
         adapter_for(config)
 
 
@@ -96,3 +101,28 @@ def test_load_model_from_a_saved_folder(tmp_path):
     assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
     with pytest.raises(ValueError, match="dtype 'int8' is not supported"):
         load_model(str(tmp_path), dtype="int8")
+
+
+@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+def test_internvl_region_tokens_match_painted_cells(region):
+    """One 56 x 56 tile (resized, not cropped), 4 x 4 tokens of 14 x 14 pixels; tokens follow the painted pixels."""
+    width, height = 200, 130
+    image = np.zeros((height, width, 3), np.uint8)
+    x0, y0, x1, y1 = region
+    image[y0:y1, x0:x1] = 255
+    processor = GotOcr2ImageProcessor(crop_to_patches=False, size={"height": 56, "width": 56}, resample=0)  # nearest: no bleed
+    painted = processor(images=[Image.fromarray(image)], return_tensors="pt")["pixel_values"]    # [1, 3, 56, 56]
+    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    change = (painted - blank).abs().amax(1)[0].view(4, 14, 4, 14).amax((1, 3))                  # [4, 4] token cells
+    expected = set(change.flatten().gt(0.1).nonzero().flatten().tolist())
+    input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 16 + [VISION_END, 9]])
+    adapter = adapter_for(tiny_model("internvl", ATTENTION).config)
+    positions = adapter.region_positions({"input_ids": input_ids}, region, (width, height))
+    assert set((positions - 2).tolist()) == expected
+
+
+def test_internvl_refuses_tiled_images():
+    adapter = adapter_for(tiny_model("internvl", ATTENTION).config)
+    tiled = {"input_ids": torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 48 + [VISION_END]])}  # 3 tiles
+    with pytest.raises(ValueError, match="has 48 image tokens \\(3 tiles of 16\\).*crop_to_patches=False"):
+        adapter.region_positions(tiled, (0, 0, 10, 10), (100, 100))

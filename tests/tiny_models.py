@@ -8,8 +8,8 @@ batch with one image per row (random pixels), as the family's processor would la
 from __future__ import annotations
 
 import torch
-from transformers import AutoModelForImageTextToText, Gemma3Config, LlavaConfig, Qwen2VLConfig, Qwen3VLConfig
-from transformers import Qwen2_5_VLConfig
+from transformers import (AutoModelForImageTextToText, Gemma3Config, InternVLConfig, LlavaConfig, Qwen2_5_VLConfig,
+                          Qwen2VLConfig, Qwen3_5Config, Qwen3VLConfig)
 
 VOCAB = 300
 IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
@@ -28,6 +28,32 @@ def _qwen3_vl() -> Qwen3VLConfig:
                            num_position_embeddings=64, deepstack_visual_indexes=[0]),
         image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
         vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+    )
+
+
+def _qwen3_5() -> Qwen3_5Config:
+    """Two linear-attention (gated delta net) layers and two softmax-attention layers (the candidates)."""
+    return Qwen3_5Config(
+        text_config=dict(TEXT, num_hidden_layers=4,
+                         layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                         linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                         linear_num_key_heads=2, linear_num_value_heads=4,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                                          "mrope_section": [2, 1, 1], "mrope_interleaved": True}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64),
+        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+    )
+
+
+def _internvl() -> InternVLConfig:
+    """One 56 x 56 tile: 8 x 8 patches, pixel-shuffled to a 4 x 4 token grid."""
+    return InternVLConfig(
+        text_config=dict(TEXT, model_type="qwen2"),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=[56, 56], patch_size=[7, 7]),
+        image_token_id=IMAGE_TOKEN, image_seq_length=16, downsample_ratio=0.5,
     )
 
 
@@ -67,9 +93,12 @@ CONFIGS = {
     "qwen3_vl": _qwen3_vl,
     "qwen2_vl": lambda: _qwen2_vl(Qwen2VLConfig),
     "qwen2_5_vl": lambda: _qwen2_vl(Qwen2_5_VLConfig),
+    "qwen3_5": _qwen3_5,
     "gemma3": _gemma3,
     "llava": _llava,
+    "internvl": _internvl,
 }
+QWEN_FAMILIES = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
@@ -85,7 +114,7 @@ def tiny_model(family: str, attn: str, seed: int = 0):
 def _image_tokens(family: str, config) -> tuple[int, dict]:
     """Tokens per image and the pixel inputs of one random image, as the family's processor lays them out."""
     vision = config.vision_config
-    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl"):
+    if family in QWEN_FAMILIES:
         grid_h, grid_w = 4, 6  # patches
         patch_dim = 3 * vision.temporal_patch_size * vision.patch_size ** 2
         pixels = {"pixel_values": torch.randn(grid_h * grid_w, patch_dim),
@@ -96,6 +125,8 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
     if family == "llava":
         return (vision.image_size // vision.patch_size) ** 2, \
             {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
+    if family == "internvl":
+        return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
     raise ValueError(f"no tiny inputs for {family!r}")
 
 
@@ -114,7 +145,7 @@ def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1) -> dict:
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     for name, value in one_image.items():  # the same image in every row
         inputs[name] = value.repeat(len(rows), *[1] * (value.ndim - 1))
-    if family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl"):
+    if family in QWEN_FAMILIES:
         inputs["mm_token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
     if family == "gemma3":
         inputs["token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
