@@ -419,9 +419,9 @@ def run_head_sets(loaded, item: dict, heads: torch.Tensor, keys: torch.Tensor, b
 
     The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
     and the decoder layers below d0 run once at batch 1 and the hidden states entering layer d0 are
-    repeated n times. Qwen3-VL adds visual features after its first ``adapter.deepstack_layers`` layers
-    at batch 1 positions; when d0 is one of them the copies are made at the text backbone's input instead
-    (the vision tower still runs once).
+    repeated n times. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its
+    first layers; Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input
+    instead (the vision tower still runs once).
     """
     if item["input_ids"].shape[0] != 1:
         raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
@@ -438,7 +438,7 @@ def run_head_sets(loaded, item: dict, heads: torch.Tensor, keys: torch.Tensor, b
     first = int(used[0])
     split = adapter.candidate_layers[first]                                 # d0, a decoder-layer index
     text_model = adapter.language_model(loaded.model)
-    if split >= adapter.deepstack_layers:
+    if split >= adapter.min_split_layer:
         shared = first
         hook = text_model.layers[split].register_forward_pre_hook(
             lambda module, args, kwargs: _repeat_layer_input(args, kwargs, n), with_kwargs=True)
@@ -468,16 +468,18 @@ def _repeat_layer_input(args: tuple, kwargs: dict, n: int):
     return args, dict(kwargs, hidden_states=kwargs["hidden_states"].repeat(n, 1, 1))
 
 
-_BATCH_FIRST = ("inputs_embeds", "attention_mask", "visual_pos_masks")  # text-backbone inputs [1, ...]
+_BATCH_FIRST = ("inputs_embeds", "attention_mask", "visual_pos_masks", "per_layer_inputs")  # [1, ...]
 
 
 def _repeat_text_inputs(kwargs: dict, n: int) -> dict:
-    """Pre-hook of the text backbone: every per-item input repeated to batch n (Qwen3-VL's inputs)."""
+    """Pre-hook of the text backbone: every per-item input repeated to batch n (Qwen3-VL's, Gemma 4's)."""
     out = dict(kwargs)
     for name, value in kwargs.items():
-        if value is None or not isinstance(value, (torch.Tensor, list)):
+        if value is None or not isinstance(value, (torch.Tensor, list, dict)):
             continue
-        if name in _BATCH_FIRST:
+        if name == "attention_mask" and isinstance(value, dict):              # per layer type: [1, 1, T, T]
+            out[name] = {kind: None if m is None else m.repeat(n, *[1] * (m.ndim - 1)) for kind, m in value.items()}
+        elif name in _BATCH_FIRST:
             out[name] = value.repeat(n, *[1] * (value.ndim - 1))              # [1, ...] -> [n, ...]
         elif name == "position_ids":
             out[name] = value.repeat(*[1] * (value.ndim - 2), n, 1)           # [..., 1, T] -> [..., n, T]

@@ -29,7 +29,9 @@ class Adapter:
     head_dim: int
     candidate_layers: list[int]  # decoder layers whose heads are candidates (softmax attention)
     image_token_id: int
-    deepstack_layers: int = 0    # first decoder layers after which visual features are added (Qwen3-VL)
+    min_split_layer: int = 0     # run_head_sets may run decoder layers < d once for all head-sets only if
+                                 # d >= this: Qwen3-VL adds visual features after its first layers, Gemma 4
+                                 # layers may reuse earlier layers' keys (then n_layers: never)
 
     def language_model(self, model):
         return model.model.language_model
@@ -197,6 +199,26 @@ def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
     return runs
 
 
+@dataclass
+class Gemma4Adapter(Adapter):
+    """Gemma 4: the image is resized (aspect kept) to a grid of patches, pooled k x k into soft tokens, row-major.
+
+    The grid of each image comes from ``image_position_ids`` [n_images, max_patches, 2] ((x, y) per patch,
+    -1 for padding). Full-attention layers have their own head size (``global_head_dim``); ``head_dim``
+    is the sliding-window layers'.
+    """
+    pooling: int = 3
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        grids = []
+        for positions in inputs["image_position_ids"]:                     # [max_patches, 2]
+            real = positions[(positions >= 0).all(-1)]
+            cols, rows = (real.amax(0) + 1).tolist()
+            grids.append((rows // self.pooling, cols // self.pooling))
+        spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
+        return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
+
+
 def _text_shape(text_config) -> dict:
     n_heads = text_config.num_attention_heads
     return dict(
@@ -214,7 +236,7 @@ def _qwen(config) -> Adapter:
     candidates = [i for i, kind in enumerate(layer_types) if kind != "linear_attention"]
     deepstack = len(getattr(config.vision_config, "deepstack_visual_indexes", None) or [])
     return QwenVLAdapter(family=config.model_type, candidate_layers=candidates, image_token_id=config.image_token_id,
-                         merge=config.vision_config.spatial_merge_size, deepstack_layers=deepstack, **shape)
+                         merge=config.vision_config.spatial_merge_size, min_split_layer=deepstack, **shape)
 
 
 def _gemma3(config) -> Adapter:
@@ -246,6 +268,15 @@ def _internvl(config) -> Adapter:
                            image_token_id=config.image_token_id, side=side, crop=False, **shape)
 
 
+def _gemma4(config) -> Adapter:
+    text = config.text_config
+    shape = _text_shape(text)
+    never = shape["n_layers"] if text.num_kv_shared_layers else 0
+    return Gemma4Adapter(family="gemma4", candidate_layers=list(range(shape["n_layers"])),
+                         image_token_id=config.image_token_id, pooling=config.vision_config.pooling_kernel_size,
+                         min_split_layer=never, **shape)
+
+
 ADAPTERS = {
     "qwen2_vl": _qwen,
     "qwen2_5_vl": _qwen,
@@ -254,6 +285,7 @@ ADAPTERS = {
     "gemma3": _gemma3,
     "llava": _llava,
     "internvl": _internvl,
+    "gemma4": _gemma4,
 }
 
 

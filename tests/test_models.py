@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import GotOcr2ImageProcessor, PretrainedConfig
+from transformers import Gemma4ImageProcessor, GotOcr2ImageProcessor, PretrainedConfig
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 from helpers.heads import ATTENTION, Read, probe
@@ -30,7 +30,7 @@ def test_adapter_counts(family):
 def test_unsupported_family_lists_supported_ones():
     config = PretrainedConfig()
     config.model_type = "blip_2"
-    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, internvl, llava, qwen2_5_vl"):
+    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, internvl, llava, qwen2_5_vl"):
         adapter_for(config)
 
 
@@ -110,7 +110,8 @@ def test_internvl_region_tokens_match_painted_cells(region):
     image = np.zeros((height, width, 3), np.uint8)
     x0, y0, x1, y1 = region
     image[y0:y1, x0:x1] = 255
-    processor = GotOcr2ImageProcessor(crop_to_patches=False, size={"height": 56, "width": 56}, resample=0)  # nearest: no bleed
+    processor = GotOcr2ImageProcessor(crop_to_patches=False, size={"height": 56, "width": 56},
+                                      resample=0)                                  # nearest: no bleed at edges
     painted = processor(images=[Image.fromarray(image)], return_tensors="pt")["pixel_values"]    # [1, 3, 56, 56]
     blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
     change = (painted - blank).abs().amax(1)[0].view(4, 14, 4, 14).amax((1, 3))                  # [4, 4] token cells
@@ -126,3 +127,25 @@ def test_internvl_refuses_tiled_images():
     tiled = {"input_ids": torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 48 + [VISION_END]])}  # 3 tiles
     with pytest.raises(ValueError, match="has 48 image tokens \\(3 tiles of 16\\).*crop_to_patches=False"):
         adapter.region_positions(tiled, (0, 0, 10, 10), (100, 100))
+
+
+@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+def test_gemma4_region_tokens_match_painted_patches(region):
+    """Gemma 4's processor resizes (aspect kept) to whole 2 x 2 blocks of 8 px patches; one token per block."""
+    width, height = 200, 130
+    image = np.zeros((height, width, 3), np.uint8)
+    x0, y0, x1, y1 = region
+    image[y0:y1, x0:x1] = 255
+    processor = Gemma4ImageProcessor(patch_size=8, pooling_kernel_size=2, max_soft_tokens=70, resample=0)
+    painted = processor(images=[Image.fromarray(image)], return_tensors="pt")
+    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    positions = painted["image_position_ids"][0]                                                # [max_patches, 2]
+    real = (positions >= 0).all(-1)
+    cols = int(positions[real, 0].max()) // 2 + 1
+    changed = (painted["pixel_values"][0] - blank[0]).abs().amax(-1).gt(0.1) & real            # [max_patches]
+    expected = {int(y) // 2 * cols + int(x) // 2 for x, y in positions[changed].tolist()}
+    n_tokens = int(real.sum()) // 4
+    input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * n_tokens + [VISION_END, 9]])
+    adapter = adapter_for(tiny_model("gemma4", ATTENTION).config)
+    inputs = {"input_ids": input_ids, "image_position_ids": painted["image_position_ids"]}
+    assert set((adapter.region_positions(inputs, region, (width, height)) - 2).tolist()) == expected

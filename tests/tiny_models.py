@@ -8,8 +8,8 @@ batch with one image per row (random pixels), as the family's processor would la
 from __future__ import annotations
 
 import torch
-from transformers import (AutoModelForImageTextToText, Gemma3Config, InternVLConfig, LlavaConfig, Qwen2_5_VLConfig,
-                          Qwen2VLConfig, Qwen3_5Config, Qwen3VLConfig)
+from transformers import (AutoModelForImageTextToText, Gemma3Config, Gemma4Config, InternVLConfig, LlavaConfig,
+                          Qwen2_5_VLConfig, Qwen2VLConfig, Qwen3_5Config, Qwen3VLConfig)
 
 VOCAB = 300
 IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
@@ -79,6 +79,20 @@ def _gemma3() -> Gemma3Config:
     )
 
 
+def _gemma4() -> Gemma4Config:
+    """Per-layer inputs, a sliding layer, and a full layer that reuses the previous full layer's keys and values."""
+    return Gemma4Config(
+        text_config=dict(TEXT, sliding_window=8, layer_types=["sliding_attention", "full_attention", "full_attention"],
+                         global_head_dim=16, num_kv_shared_layers=1, hidden_size_per_layer_input=8,
+                         vocab_size_per_layer_input=VOCAB),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           num_key_value_heads=2, head_dim=16, patch_size=8, pooling_kernel_size=2,
+                           position_embedding_size=64),
+        audio_config=None, image_token_id=IMAGE_TOKEN, boi_token_id=VISION_START, eoi_token_id=VISION_END,
+        video_token_id=VIDEO_TOKEN,
+    )
+
+
 def _llava() -> LlavaConfig:
     return LlavaConfig(
         text_config=dict(TEXT, model_type="llama"),
@@ -95,6 +109,7 @@ CONFIGS = {
     "qwen2_5_vl": lambda: _qwen2_vl(Qwen2_5_VLConfig),
     "qwen3_5": _qwen3_5,
     "gemma3": _gemma3,
+    "gemma4": _gemma4,
     "llava": _llava,
     "internvl": _internvl,
 }
@@ -125,6 +140,12 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
     if family == "llava":
         return (vision.image_size // vision.patch_size) ** 2, \
             {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
+    if family == "gemma4":                 # 4 x 6 patches of 8 px, pooled 2 x 2: a 2 x 3 token grid, row-major
+        rows, cols = 4, 6
+        positions = torch.stack(torch.meshgrid(torch.arange(cols), torch.arange(rows), indexing="xy"), -1)
+        patch_dim = 3 * vision.patch_size ** 2
+        return rows * cols // vision.pooling_kernel_size ** 2, \
+            {"pixel_values": torch.randn(1, rows * cols, patch_dim), "image_position_ids": positions.reshape(1, -1, 2)}
     if family == "internvl":
         return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
     raise ValueError(f"no tiny inputs for {family!r}")
