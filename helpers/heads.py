@@ -39,6 +39,9 @@ Usage (``lm`` is a ``helpers.models.LoadedModel``)::
     # one item x many head-sets in one forward (S and R random sets):
     batch = expand_item(inputs, n=len(sets))              # batch of n copies of a 1-item input
     heads = stack_head_sets(lm.adapter, sets)            # [n, L, H] from lists of (layer, head)
+    # ... or faster, the same logits with the work all copies share done once (vision tower, layers
+    # below the first intervened layer):
+    logits = run_head_sets(lm, inputs, heads, keys=cell_keys[:1], bias=HIDE)   # [n, T, V]
 
 ``read`` and ``intervene`` can be combined (the read sees the intervened attention of earlier
 layers and the clean attention of its own layer). Guards: heads or layers out of range, empty key
@@ -115,9 +118,13 @@ _ACTIVE: _State | None = None
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
-    output, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )  # [B, q, H, D]
+    if _is_plain_causal(attention_mask):  # sdpa's causal kernel skips the masked half: as fast as plain sdpa
+        output, _ = sdpa_attention_forward(
+            module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True))
+    else:
+        output, _ = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )  # [B, q, H, D]
     state = _ACTIVE
     if state is None or module not in state.layer_of:
         return output, None
@@ -147,6 +154,17 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
     if state.intervene is not None:
         _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos)
     return output, None
+
+
+def _is_plain_causal(attention_mask) -> bool:
+    """True for a float mask [B, 1, T, T] that only hides the future (no padding, window or bidirectional block)."""
+    if attention_mask is None or attention_mask.dtype == torch.bool or attention_mask.shape[-2] != attention_mask.shape[-1]:
+        return False
+    size = attention_mask.shape[-1]
+    if size < 2:
+        return False
+    allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()   # [T, T]
+    return bool(((attention_mask == 0) == allowed).all())
 
 
 AttentionInterface.register(ATTENTION, head_probe_attention)
