@@ -158,10 +158,10 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
 
 def _is_plain_causal(attention_mask) -> bool:
     """True for a float mask [B, 1, T, T] that only hides the future (no padding, window or bidirectional block)."""
-    if attention_mask is None or attention_mask.dtype == torch.bool or attention_mask.shape[-2] != attention_mask.shape[-1]:
+    if attention_mask is None or attention_mask.dtype == torch.bool:
         return False
     size = attention_mask.shape[-1]
-    if size < 2:
+    if size < 2 or attention_mask.shape[-2] != size:                    # decode steps, cached prefill
         return False
     allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()   # [T, T]
     return bool(((attention_mask == 0) == allowed).all())
