@@ -31,7 +31,8 @@ VISION_WIDTH = 256                      # the paper-shaped VLM's vision tower (s
 
 
 def paper_shaped(layers: int, attn: str):
-    """Random Qwen3 text backbone (Qwen3-VL's attention block) with Qwen3-VL-8B's heads (32 query / 8 kv, head_dim 128), narrow elsewhere."""
+    """Random Qwen3 text backbone (Qwen3-VL's attention block) with Qwen3-VL-8B's heads (32 query / 8 kv,
+    head_dim 128), narrow elsewhere."""
     config = Qwen3Config(vocab_size=512, hidden_size=1024, intermediate_size=2048, num_hidden_layers=layers,
                          num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM)
     torch.manual_seed(0)
@@ -175,7 +176,8 @@ def paper_shaped_vlm(layers: int) -> LoadedModel:
 
 
 def _vlm_item(tokens: int) -> tuple[dict, torch.Tensor]:
-    """One item: 20 text tokens, an image of tokens - 80 tokens (a 2 x ... merged grid), 60 text tokens; and a panel's keys."""
+    """One item (20 text tokens, an image of tokens - 80 tokens on a 1-row merged grid, 60 text tokens) and a
+    panel's keys [1, T]."""
     grid_w = 2 * ((tokens - 80) // 2)                    # patches: 4 x grid_w -> grid_w image tokens
     input_ids = torch.randint(0, 400, (1, 80 + grid_w), generator=torch.Generator().manual_seed(0))
     input_ids[0, 19], input_ids[0, 20 + grid_w] = 502, 503
@@ -319,7 +321,8 @@ def _print(args, result: dict) -> None:
               f"{100 * b['vision_share_measured']:.0f}% of a forward): loop {b['loop_seconds']:.2f}s, run_head_sets "
               f"{b['run_head_sets_seconds']:.2f}s = {b['speedup']:.2f}x (max |diff| {b['max_abs_diff']:.1e}){plain}")
     print(f"Qwen3-VL-8B vision FLOP share at {args.tokens} tokens: {100 * result['config']['vision_share_8b']:.0f}%")
-    print(f"{'projection':<10}{'forwards':>12}{'CPU h loop':>12}{'CPU h batched':>15}  (paper-shaped VLM, {args.layers} layers)")
+    print(f"{'projection':<10}{'forwards':>12}{'CPU h loop':>12}{'CPU h batched':>15}"
+          f"  (paper-shaped VLM, {args.layers} layers)")
     for name, p in result["projection"].items():
         print(f"{name:<10}{p['forwards']:>12,}{p['cpu_hours_loop']:>12.1f}{p['cpu_hours_batched']:>15.1f}")
 
