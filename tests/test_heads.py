@@ -268,3 +268,18 @@ def test_model_without_the_engine_is_refused():
     with pytest.raises(RuntimeError, match="runs attention 'sdpa'"):
         with probe(lm, read=Read(rows="all", groups={"image": image})):
             pass
+
+
+@torch.no_grad()
+def test_run_head_sets_guards():
+    lm = wrap_model(tiny_model("qwen3_vl", ATTENTION))
+    inputs = tiny_inputs("qwen3_vl", lm.model)
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    heads = stack_head_sets(lm.adapter, [[(1, 0)], [(2, 1)], [(0, 3)]])          # [3, L, H]
+    with pytest.raises(ValueError, match="takes a single item \\(batch 1\\), got batch 2"):
+        run_head_sets(lm, inputs, heads, image[:1], HIDE)
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2:] for k, v in inputs.items()}
+    with pytest.raises(ValueError, match=r"keys must be a bool tensor \[1, T\] or \[3, T\], got Tensor \(2,"):
+        run_head_sets(lm, item, heads, image, HIDE)
+    with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):
+        run_head_sets(lm, item, heads, torch.zeros_like(image[:1]), HIDE)
