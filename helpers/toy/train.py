@@ -89,11 +89,12 @@ def main():
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--max-minutes", type=float, default=40.0,
                         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
     parser.add_argument("--eval-every", type=int, default=600)
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
     torch.manual_seed(0)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
 
     processor = build_processor()
