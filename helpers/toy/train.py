@@ -37,18 +37,21 @@ TOY_DIR = HELPERS / "toy"
 LOG_CSV = TOY_DIR / "training_log.csv"
 ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
 TRAIN_SEED_BASE = 10_000
-MIXTURE = {                    # share of each batch
-    "strip_describe": 0.22, "strip_ord": 0.12, "strip_ref": 0.12, "single_name": 0.10,
-    "grid": 0.12, "grid_oracle": 0.05, "grid_blank": 0.05,
-    "single_matched": 0.10, "single_mismatched": 0.05, "text": 0.07,
+# Phase 1 binds words to places (naming, describe-every-panel, the strip questions); phase 2 adds the
+# multiple-choice tasks, whose option lookup a from-scratch model learns only once it can name things.
+PHASE1_MIXTURE = {"strip_describe": 0.35, "strip_ord": 0.2, "strip_ref": 0.2, "single_name": 0.25}
+MIXTURE = {                    # share of each batch in phase 2
+    "strip_describe": 0.15, "strip_ord": 0.10, "strip_ref": 0.10, "single_name": 0.05,
+    "grid": 0.15, "grid_oracle": 0.07, "grid_blank": 0.05,
+    "single_matched": 0.15, "single_mismatched": 0.05, "text": 0.13,
 }
 
 
-def sample_batch(step: int, batch_size: int) -> list:
-    """Fresh items for one step: kind counts drawn from MIXTURE, corpus cm or co per kind."""
+def sample_batch(step: int, batch_size: int, mixture: dict = MIXTURE) -> list:
+    """Fresh items for one step: kind counts drawn from `mixture`, corpus cm or co per kind."""
     rng = np.random.default_rng([TRAIN_SEED_BASE, step])
-    kinds = list(MIXTURE)
-    counts = rng.multinomial(batch_size, [MIXTURE[k] for k in kinds])
+    kinds = list(mixture)
+    counts = rng.multinomial(batch_size, [mixture[k] for k in kinds])
     items = []
     for kind, count in zip(kinds, counts):
         n_cm = int(rng.binomial(count, 0.5))
@@ -84,13 +87,14 @@ def save_model(model, processor):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2400)
+    parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--max-minutes", type=float, default=40.0,
                         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
-    parser.add_argument("--eval-every", type=int, default=600)
+    parser.add_argument("--phase1-steps", type=int, default=800, help="steps on PHASE1_MIXTURE before MIXTURE")
+    parser.add_argument("--eval-every", type=int, default=600, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -112,7 +116,7 @@ def main():
         model.train()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
-        items = sample_batch(step, args.batch_size)
+        items = sample_batch(step, args.batch_size, PHASE1_MIXTURE if step < args.phase1_steps else MIXTURE)
         loss = answer_loss(model, build_batch(processor, items, answers=[item.answer for item in items]))
         optimizer.zero_grad()
         loss.backward()
@@ -124,6 +128,7 @@ def main():
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
             print(json.dumps(row), flush=True)
+            save_model(model, processor)
         elif (step + 1) % 25 == 0:
             print(json.dumps(row), flush=True)
         log_rows.append(row)
