@@ -6,7 +6,7 @@
   <|vision_start|><|image_pad|><|vision_end|>), written here;
 - processor: `Qwen3VLProcessor` with an image processor sized for small images (patch 16, merge 2,
   i.e. one image token per 32x32 pixels) and the video processor it requires;
-- config: `Qwen3VLConfig`, 10 text layers x 12 query heads (4 key/value heads), a 2-block vision tower.
+- config: `Qwen3VLConfig`, 10 text layers x 12 query heads (4 key/value heads), a 4-block vision tower.
 """
 from __future__ import annotations
 
@@ -97,9 +97,9 @@ def build_config(tokenizer) -> Qwen3VLConfig:
         pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
     )
     vision_config = dict(
-        depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=PATCH_SIZE,
+        depth=4, hidden_size=128, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
         spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=128,
-        num_position_embeddings=256, deepstack_visual_indexes=[0, 1],
+        num_position_embeddings=256, deepstack_visual_indexes=[1, 3],
     )
     return Qwen3VLConfig(
         text_config=text_config, vision_config=vision_config, image_token_id=ids["<|image_pad|>"],

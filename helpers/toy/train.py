@@ -39,7 +39,7 @@ ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
 TRAIN_SEED_BASE = 10_000
 # Phase 1 binds words to places (naming, describe-every-panel, the strip questions); phase 2 adds the
 # multiple-choice tasks, whose option lookup a from-scratch model learns only once it can name things.
-PHASE1_MIXTURE = {"strip_describe": 0.35, "strip_ord": 0.2, "strip_ref": 0.2, "single_name": 0.25}
+PHASE1_MIXTURE = {"strip_describe": 0.35, "strip_ord": 0.15, "strip_ref": 0.15, "single_name": 0.35}
 MIXTURE = {                    # share of each batch in phase 2
     "strip_describe": 0.15, "strip_ord": 0.10, "strip_ref": 0.10, "single_name": 0.05,
     "grid": 0.15, "grid_oracle": 0.07, "grid_blank": 0.05,
@@ -93,7 +93,7 @@ def main():
     parser.add_argument("--max-minutes", type=float, default=40.0,
                         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
-    parser.add_argument("--phase1-steps", type=int, default=800, help="steps on PHASE1_MIXTURE before MIXTURE")
+    parser.add_argument("--phase1-steps", type=int, default=1000, help="steps on PHASE1_MIXTURE before MIXTURE")
     parser.add_argument("--eval-every", type=int, default=600, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
