@@ -34,30 +34,40 @@ def test_unsupported_family_lists_supported_ones():
         adapter_for(config)
 
 
+PAINT_SIZE = (200, 130)  # (width, height) of the painted test image
+PAINT_REGIONS = [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)]
+
+
+def _painted_and_blank(region) -> tuple[Image.Image, Image.Image]:
+    """A black PAINT_SIZE image with `region` painted white, and the all-black image."""
+    width, height = PAINT_SIZE
+    image = np.zeros((height, width, 3), np.uint8)
+    x0, y0, x1, y1 = region
+    image[y0:y1, x0:x1] = 255
+    return Image.fromarray(image), Image.fromarray(np.zeros_like(image))
+
+
 def _painted_tokens(painted, blank, merge):
     """Merged-token indices whose patches differ from the blank image's (pixel_values rows, merge^2 per token)."""
     change = (painted - blank).abs().view(-1, merge * merge * painted.shape[1]).amax(1)  # [tokens]
     return set(change.gt(0.1).nonzero().flatten().tolist())
 
 
-@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+@pytest.mark.parametrize("region", PAINT_REGIONS)
 def test_qwen_region_tokens_match_painted_patches(region):
-    width, height = 200, 130
-    image = np.zeros((height, width, 3), np.uint8)
-    x0, y0, x1, y1 = region
-    image[y0:y1, x0:x1] = 255
+    image, blank_image = _painted_and_blank(region)
     processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
                                       size={"shortest_edge": 64 * 64, "longest_edge": 256 * 256})
-    pixels = processor(images=[Image.fromarray(image)], return_tensors="pt")
-    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    pixels = processor(images=[image], return_tensors="pt")
+    blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
     t, h, w = pixels["image_grid_thw"][0].tolist()
     n_tokens = t * h * w // 4
     input_ids = torch.tensor([[7, 8, VISION_START] + [IMAGE_TOKEN] * n_tokens + [VISION_END, 9]])
     adapter = adapter_for(tiny_model("qwen3_vl", ATTENTION).config)
     inputs = {"input_ids": input_ids, "image_grid_thw": pixels["image_grid_thw"]}
-    positions = adapter.region_positions(inputs, region, (width, height))
+    positions = adapter.region_positions(inputs, region, PAINT_SIZE)
     assert set((positions - 3).tolist()) == _painted_tokens(pixels["pixel_values"], blank, 2)
-    assert adapter.region_mask(inputs, region, (width, height)).sum() == positions.numel()
+    assert adapter.region_mask(inputs, region, PAINT_SIZE).sum() == positions.numel()
 
 
 def test_region_outside_the_image_is_refused():
@@ -103,22 +113,19 @@ def test_load_model_from_a_saved_folder(tmp_path):
         load_model(str(tmp_path), dtype="int8")
 
 
-@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+@pytest.mark.parametrize("region", PAINT_REGIONS)
 def test_internvl_region_tokens_match_painted_cells(region):
     """One 56 x 56 tile (resized, not cropped), 4 x 4 tokens of 14 x 14 pixels; tokens follow the painted pixels."""
-    width, height = 200, 130
-    image = np.zeros((height, width, 3), np.uint8)
-    x0, y0, x1, y1 = region
-    image[y0:y1, x0:x1] = 255
+    image, blank_image = _painted_and_blank(region)
     processor = GotOcr2ImageProcessor(crop_to_patches=False, size={"height": 56, "width": 56},
                                       resample=0)                                  # nearest: no bleed at edges
-    painted = processor(images=[Image.fromarray(image)], return_tensors="pt")["pixel_values"]    # [1, 3, 56, 56]
-    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    painted = processor(images=[image], return_tensors="pt")["pixel_values"]    # [1, 3, 56, 56]
+    blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
     change = (painted - blank).abs().amax(1)[0].view(4, 14, 4, 14).amax((1, 3))                  # [4, 4] token cells
     expected = set(change.flatten().gt(0.1).nonzero().flatten().tolist())
     input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 16 + [VISION_END, 9]])
     adapter = adapter_for(tiny_model("internvl", ATTENTION).config)
-    positions = adapter.region_positions({"input_ids": input_ids}, region, (width, height))
+    positions = adapter.region_positions({"input_ids": input_ids}, region, PAINT_SIZE)
     assert set((positions - 2).tolist()) == expected
 
 
@@ -129,16 +136,13 @@ def test_internvl_refuses_tiled_images():
         adapter.region_positions(tiled, (0, 0, 10, 10), (100, 100))
 
 
-@pytest.mark.parametrize("region", [(105, 40, 150, 80), (0, 0, 20, 20), (170, 100, 200, 130)])
+@pytest.mark.parametrize("region", PAINT_REGIONS)
 def test_gemma4_region_tokens_match_painted_patches(region):
     """Gemma 4's processor resizes (aspect kept) to whole 2 x 2 blocks of 8 px patches; one token per block."""
-    width, height = 200, 130
-    image = np.zeros((height, width, 3), np.uint8)
-    x0, y0, x1, y1 = region
-    image[y0:y1, x0:x1] = 255
+    image, blank_image = _painted_and_blank(region)
     processor = Gemma4ImageProcessor(patch_size=8, pooling_kernel_size=2, max_soft_tokens=70, resample=0)
-    painted = processor(images=[Image.fromarray(image)], return_tensors="pt")
-    blank = processor(images=[Image.fromarray(np.zeros_like(image))], return_tensors="pt")["pixel_values"]
+    painted = processor(images=[image], return_tensors="pt")
+    blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
     positions = painted["image_position_ids"][0]                                                # [max_patches, 2]
     real = (positions >= 0).all(-1)
     cols = int(positions[real, 0].max()) // 2 + 1
@@ -148,4 +152,4 @@ def test_gemma4_region_tokens_match_painted_patches(region):
     input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * n_tokens + [VISION_END, 9]])
     adapter = adapter_for(tiny_model("gemma4", ATTENTION).config)
     inputs = {"input_ids": input_ids, "image_position_ids": painted["image_position_ids"]}
-    assert set((adapter.region_positions(inputs, region, (width, height)) - 2).tolist()) == expected
+    assert set((adapter.region_positions(inputs, region, PAINT_SIZE) - 2).tolist()) == expected
