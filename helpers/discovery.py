@@ -45,6 +45,24 @@ def target_panel_keys(lm: LoadedModel, batch: inputs.Batch) -> torch.Tensor:
                         for b, item in enumerate(batch.items)])
 
 
+def read_sources(lm: LoadedModel, batch: inputs.Batch, groups: dict[str, torch.Tensor]):
+    """One forward reading, per row, the attention mass of every source's rows to each key group [B, T].
+
+    Returns mass_per_row [B, L, H, R, G] (R: the union of the sources' rows, NaN-padded) and
+    {source: bool [B, R]} saying which of those rows belong to each source."""
+    sources = source_rows(batch)
+    rows = sources["last"] | sources["qsp"] | sources["out"]                  # [B, T]
+    device = lm.model.device
+    read = Read(rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
+    with probe(lm, read=read) as rec:
+        lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
+    positions = rec.row_positions.cpu()                                        # [B, R], -1 padded
+    picked = {source: torch.stack([mask[b, positions[b].clamp(min=0)] & (positions[b] >= 0)
+                                   for b in range(len(batch.items))])
+              for source, mask in sources.items()}
+    return rec.mass_per_row.float().cpu(), picked
+
+
 @torch.no_grad()
 def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.ndarray]:
     """Per-item, per-head discovery scores of every source, for every key and row aggregate.
@@ -58,24 +76,16 @@ def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.nda
         raise RuntimeError(f"the model gave an empty greedy answer for strip item(s) {empty}; "
                            "the 'out' source has no rows to read")
     batch = build_batch(lm.processor, items, answers=answers)
-    sources = source_rows(batch)
-    rows = sources["last"] | sources["qsp"] | sources["out"]                  # [B, T]
     groups = {"panel": target_panel_keys(lm, batch), "image": batch.image_mask}
-    device = lm.model.device
-    read = Read(rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
-    with probe(lm, read=read) as rec:
-        lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
-    per_row = rec.mass_per_row.float().cpu()                                   # [B, L, H, R, 2]
+    per_row, picked = read_sources(lm, batch, groups)                         # [B, L, H, R, 2], {source: [B, R]}
     values = {"raw": per_row[..., 0], "share": per_row[..., 0] / per_row[..., 1].clamp(min=1e-12)}
-    positions = rec.row_positions.cpu()                                        # [B, R], -1 padded
     out = {}
-    for source, mask in sources.items():
-        picked = torch.stack([mask[b, positions[b].clamp(min=0)] & (positions[b] >= 0)
-                              for b in range(len(items))])[:, None, None, :]   # [B, 1, 1, R]
-        count = picked.sum(-1).clamp(min=1)                                    # [B, 1, 1]
+    for source, rows in picked.items():
+        rows = rows[:, None, None, :]                                          # [B, 1, 1, R]
+        count = rows.sum(-1).clamp(min=1)                                      # [B, 1, 1]
         for key_agg, value in values.items():                                  # value [B, L, H, R]
-            out[f"{source}_{key_agg}_mean"] = (torch.where(picked, value, 0.0).sum(-1) / count).numpy()
-            out[f"{source}_{key_agg}_max"] = torch.where(picked, value, -torch.inf).amax(-1).numpy()
+            out[f"{source}_{key_agg}_mean"] = (torch.where(rows, value, 0.0).sum(-1) / count).numpy()
+            out[f"{source}_{key_agg}_max"] = torch.where(rows, value, -torch.inf).amax(-1).numpy()
     out["correct"] = np.array([a == item.answer for a, item in zip(answers, items)])
     out["answer_tokens"] = batch.answer_mask.sum(1).numpy()
     return out
@@ -125,16 +135,12 @@ def panel_profile(lm: LoadedModel, item: stimuli.Item, head_sets: dict[str, np.n
     heads -> {source: [n_panels]} in panel order."""
     answer = greedy_answers(lm.model, lm.processor, [item])
     batch = build_batch(lm.processor, [item], answers=answer)
-    sources = source_rows(batch)
     panels = [name for name in item.boxes if name.startswith("panel")]
     groups = {name: lm.adapter.region_mask(batch.inputs, item.boxes[name], item.image.size)[None] for name in panels}
-    device = lm.model.device
+    per_row, picked = read_sources(lm, batch, groups)                         # [1, L, H, R, panels]
     profile = {}
     for source, head_set in head_sets.items():
-        read = Read(rows=sources[source].to(device), groups={k: v.to(device) for k, v in groups.items()})
-        with probe(lm, read=read) as rec:
-            lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
-        mass = rec.mass[0].float().cpu().numpy()                               # [L, H, panels]
+        mass = per_row[0][:, :, picked[source][0]].mean(2).numpy()             # [L, H, panels]
         profile[source] = mass[np.asarray(head_set, dtype=bool)].mean(0)
     return profile
 
