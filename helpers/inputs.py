@@ -40,7 +40,7 @@ def render_prompt(processor, item: Item) -> str:
     return processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def _overlap_mask(offsets: torch.Tensor, start: int, end: int) -> torch.Tensor:
+def overlap_mask(offsets: torch.Tensor, start: int, end: int) -> torch.Tensor:
     """offsets [T, 2] -> [T] bool: non-empty tokens whose char range overlaps [start, end)."""
     token_start, token_end = offsets[:, 0], offsets[:, 1]
     return (token_end > token_start) & (token_start < end) & (token_end > start)
@@ -77,7 +77,7 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
     for row, (item, prompt) in enumerate(zip(items, prompts)):
         expanded_prompt = prompt.replace(image_token, image_token * n_image_tokens[row])
         prompt_start = expanded_prompt.rindex(item.prompt)
-        query_mask[row] = _overlap_mask(offsets[row], prompt_start + item.query_span[0],
+        query_mask[row] = overlap_mask(offsets[row], prompt_start + item.query_span[0],
                                         prompt_start + item.query_span[1])
         if not query_mask[row].any():
             raise ValueError(f"item {item.kind} {item.seed_key}: no token covers query span {item.query_span}")
@@ -89,8 +89,8 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
             answer_end = answer_start + len(answers[row])
             if offsets[row, last + 1, 0] != answer_start:
                 raise ValueError(f"item {item.kind} {item.seed_key}: a token straddles the prompt/answer boundary")
-            answer_mask[row] = _overlap_mask(offsets[row], answer_start, answer_end)
-            end_mask[row] = _overlap_mask(offsets[row], answer_end, answer_end + len(end_text))
+            answer_mask[row] = overlap_mask(offsets[row], answer_start, answer_end)
+            end_mask[row] = overlap_mask(offsets[row], answer_end, answer_end + len(end_text))
         last_prompt_mask[row, last] = True
     image_mask = encoded["input_ids"] == processor.image_token_id
     return Batch(inputs=dict(encoded), query_mask=query_mask, last_prompt_mask=last_prompt_mask,

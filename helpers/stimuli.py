@@ -10,7 +10,10 @@ image folder of real pictures. Builders turn a corpus into `Item`s, deterministi
 - 2x2 grids whose cells are options A-D (the CERS apparatus), with an oracle variant naming the
   target cell and a blank-image floor;
 - single-image MCQ, matched (the image shows the correct option) and mismatched (it shows a class
-  excluded from the options), and a text-solvable arm (the answer is in the text).
+  excluded from the options), and a text-solvable arm (the answer is in the text); options are written
+  "Options: red star (A), blue ring (B), ...", each letter after its text;
+- two training tasks for the toy model: naming a single image, and reciting the options with their
+  letters in a shuffled order (`option_recall`).
 
 Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are character offsets into
 `Item.prompt`.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,13 +68,24 @@ class Item:
 # --------------------------------------------------------------------------------------------- corpora
 
 class SyntheticCorpus:
-    """Coloured shapes drawn on the fly; a label is "<colour> <shape>" (36 classes)."""
+    """Coloured shapes drawn on the fly; a label is "<colour> <shape>" (36 classes).
+
+    The regions of one item never share a colour or a shape (up to six regions): every object can be
+    told apart by either word, as the distinct objects of a real multiple-choice question can."""
 
     def __init__(self, name: str):
         if name not in ("cm", "co"):
             raise ValueError(f"synthetic corpus name {name!r} is not one of 'cm', 'co'")
         self.name = name
         self.labels = tuple(f"{c} {s}" for c in COLOURS for s in SHAPES)
+
+    def pick_labels(self, rng: np.random.Generator, n: int) -> list[str]:
+        """n classes with n distinct colours and n distinct shapes (n <= 6); beyond six, n distinct classes."""
+        if n > min(len(COLOURS), len(SHAPES)):
+            return [self.labels[i] for i in rng.choice(len(self.labels), size=n, replace=False)]
+        colours = rng.choice(list(COLOURS), size=n, replace=False)
+        shapes = rng.choice(SHAPES, size=n, replace=False)
+        return [f"{colour} {shape}" for colour, shape in zip(colours, shapes)]
 
     def tile(self, label: str, rng: np.random.Generator, size: int = PANEL_SIZE) -> Image.Image:
         if label not in self.labels:
@@ -102,6 +116,10 @@ class ImageFolderCorpus:
         self.name = name or source.stem
         self.paths_by_label = paths_by_label
         self.labels = tuple(sorted(paths_by_label))
+
+    def pick_labels(self, rng: np.random.Generator, n: int) -> list[str]:
+        """n distinct classes."""
+        return [self.labels[i] for i in rng.choice(len(self.labels), size=n, replace=False)]
 
     def _scan_folders(self, root: Path) -> dict[str, list[Path]]:
         paths_by_label = {}
@@ -212,7 +230,7 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
 # --------------------------------------------------------------------------------------------- helpers
 
 KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank",
-         "single_matched", "single_mismatched", "text", "single_name")
+         "single_matched", "single_mismatched", "text", "single_name", "option_recall")
 
 
 def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
@@ -225,10 +243,6 @@ def _need_classes(corpus, needed: int, what: str):
     if len(corpus.labels) < needed:
         raise ValueError(f"{what} needs at least {needed} classes, corpus {corpus.name!r} has "
                          f"{len(corpus.labels)}: {corpus.labels}")
-
-
-def _pick_labels(corpus, rng: np.random.Generator, n: int) -> list[str]:
-    return [corpus.labels[i] for i in rng.choice(len(corpus.labels), size=n, replace=False)]
 
 
 def _paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, list[Box]]:
@@ -250,14 +264,28 @@ def _span(text: str, phrase: str) -> tuple[int, int]:
 
 
 def _options_block(options: list[str]) -> str:
-    return "\n".join(f"{letter}. {option}" for letter, option in zip(LETTERS, options))
+    """The options in one sentence, each letter after its text: "Options: purple cross (A), ... (D)."."""
+    return "Options: " + ", ".join(f"{option} ({letter})" for letter, option in zip(LETTERS, options)) + "."
 
 
 # ----------------------------------------------------------------------------------------------- strips
 
+def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tuple[int, int], str]:
+    """(prompt, query span, answer) of a strip question about panel index `target` (0-based)."""
+    reading = "The panels are read left to right, top to bottom."
+    if query == "ord":
+        prompt = f"{reading} What is in panel {target + 1}?"
+        return prompt, _span(prompt, f"panel {target + 1}"), f"panel {target + 1} {labels[target]}"
+    if query == "ref":
+        prompt = f"{reading} Which panel shows the {labels[target]}?"
+        return prompt, _span(prompt, f"the {labels[target]}"), f"panel {target + 1}"
+    prompt = f"{reading} Describe every panel in order."
+    return prompt, _span(prompt, "every panel"), " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
+
+
 def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PANELS,
                 columns: int = STRIP_COLUMNS, panel_size: int = PANEL_SIZE) -> list[Item]:
-    """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> its label),
+    """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> "panel p <label>"),
     "ref" (Which panel shows the <label>? -> "panel p") or "describe" (every panel in reading order:
     "1 red star 2 blue ring ...")."""
     if query not in ("ord", "ref", "describe"):
@@ -269,21 +297,11 @@ def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PAN
     items = []
     for index in range(n):
         rng = _rng(seed, f"strip-{corpus.name}-{n_panels}x{columns}", index)
-        labels = _pick_labels(corpus, rng, n_panels)
+        labels = corpus.pick_labels(rng, n_panels)
         image, panel_boxes = _paste_tiles([corpus.tile(label, rng, panel_size) for label in labels], columns)
         boxes = {f"panel {i + 1}": box for i, box in enumerate(panel_boxes)}
         target = int(rng.integers(n_panels))
-        reading = "The panels are read left to right, top to bottom."
-        if query == "ord":
-            prompt = f"{reading} What is in panel {target + 1}?"
-            span, answer = _span(prompt, f"panel {target + 1}"), labels[target]
-        elif query == "ref":
-            prompt = f"{reading} Which panel shows the {labels[target]}?"
-            span, answer = _span(prompt, f"the {labels[target]}"), f"panel {target + 1}"
-        else:
-            prompt = f"{reading} Describe every panel in order."
-            span = _span(prompt, "every panel")
-            answer = " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
+        prompt, span, answer = strip_question(query, labels, target)
         items.append(Item(kind=f"strip_{query}", corpus=corpus.name, image=image, prompt=prompt,
                           answer=answer, query_span=span, boxes=boxes, target=f"panel {target + 1}",
                           labels=tuple(labels), seed_key=(seed, index)))
@@ -291,6 +309,15 @@ def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PAN
 
 
 # ------------------------------------------------------------------------------------------------ grids
+
+def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, tuple[int, int]]:
+    """(prompt, query span) of the grid question about cell index `correct`."""
+    question = (f"The image is a 2x2 grid: top left (A), top right (B), bottom left (C), bottom right (D). "
+                f"Which cell shows the {labels[correct]}?")
+    hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
+    prompt = f"{question}{hint} Answer with the letter."
+    return prompt, _span(prompt, f"the {labels[correct]}")
+
 
 def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int = PANEL_SIZE) -> list[Item]:
     """2x2 grids of four distinct classes; cell A top left, B top right, C bottom left, D bottom right.
@@ -304,18 +331,14 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
     items = []
     for index in range(n):
         rng = _rng(seed, f"grid-{corpus.name}", index)
-        labels = _pick_labels(corpus, rng, 4)
+        labels = corpus.pick_labels(rng, 4)
         correct = int(rng.integers(4))
         image, cell_boxes = _paste_tiles([corpus.tile(label, rng, cell_size) for label in labels], 2)
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
-        question = (f"The image is a 2x2 grid: A top left, B top right, C bottom left, D bottom right. "
-                    f"Which cell shows the {labels[correct]}?")
-        hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
-        prompt = f"{question}{hint} Answer with the letter."
+        prompt, span = grid_question(variant, labels, correct)
         items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
-                          query_span=_span(prompt, f"the {labels[correct]}"),
-                          boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
+                          query_span=span, boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
                           labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))
     return items
 
@@ -328,14 +351,15 @@ def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_si
     P(correct) should sit at chance), "text" (the prompt states the answer; the image shows an
     unrelated fifth class) or "name" (no options: the answer is the class of the matched image; a
     training task). Item i has the same options and correct letter in every arm."""
-    if arm not in ("matched", "mismatched", "text", "name"):
-        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text', 'name'")
+    if arm not in ("matched", "mismatched", "text", "name", "recall"):
+        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text', 'name', 'recall'")
     _need_classes(corpus, 5, "single-image MCQ (four options and one excluded class)")
-    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text", "name": "single_name"}[arm]
+    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text", "name": "single_name",
+            "recall": "option_recall"}[arm]
     items = []
     for index in range(n):
         rng = _rng(seed, f"single-{corpus.name}", index)
-        labels = _pick_labels(corpus, rng, 5)          # four options, then the excluded class
+        labels = corpus.pick_labels(rng, 5)          # four options, then the excluded class
         options, excluded = labels[:4], labels[4]
         correct = int(rng.integers(4))
         shown = options[correct] if arm in ("matched", "name") else excluded
@@ -346,18 +370,46 @@ def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_si
                               query_span=_span(prompt, "the image"), boxes={"image": (0, 0, image.width, image.height)},
                               target="image", labels=(shown,), seed_key=(seed, index)))
             continue
+        if arm == "recall":
+            order = [options[i] for i in rng.permutation(4)]
+            prompt = f"{_options_block(options)} List them with their letters."
+            answer = ", ".join(f"{option} ({LETTERS[options.index(option)]})" for option in order)
+            items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
+                              query_span=_span(prompt, "List them"), boxes={"image": (0, 0, image.width, image.height)},
+                              target="image", labels=(shown,), options=tuple(options), correct=correct,
+                              seed_key=(seed, index)))
+            continue
         if arm == "text":
             lead = f"The note says the box holds the {options[correct]}."
-            prompt = f"{lead} What does the box hold?\n{_options_block(options)}\nAnswer with the letter."
+            prompt = f"{lead} What does the box hold? {_options_block(options)} Answer with the letter."
             span = _span(prompt, f"the {options[correct]}")
         else:
-            prompt = f"What does the image show?\n{_options_block(options)}\nAnswer with the letter."
+            prompt = f"What does the image show? {_options_block(options)} Answer with the letter."
             span = _span(prompt, "the image")
         items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
                           query_span=span, boxes={"image": (0, 0, image.width, image.height)},
                           target="image", labels=(shown,), options=tuple(options), correct=correct,
                           seed_key=(seed, index)))
     return items
+
+
+RETARGETABLE = ("strip_ord", "strip_ref", "grid", "grid_oracle")
+
+
+def retarget(item: Item, target: int) -> Item:
+    """The same image asked about region index `target` instead (strip ord/ref questions, plain and
+    oracle grids): the follow-up turns of a multi-turn training conversation."""
+    if item.kind not in RETARGETABLE:
+        raise ValueError(f"item kind {item.kind!r} cannot be retargeted; allowed: {RETARGETABLE}")
+    if not 0 <= target < len(item.labels):
+        raise ValueError(f"target {target} is outside the item's {len(item.labels)} regions")
+    labels = list(item.labels)
+    if item.kind.startswith("strip"):
+        prompt, span, answer = strip_question(item.kind.removeprefix("strip_"), labels, target)
+        return replace(item, prompt=prompt, query_span=span, answer=answer, target=f"panel {target + 1}")
+    prompt, span = grid_question("oracle" if item.kind == "grid_oracle" else "plain", labels, target)
+    return replace(item, prompt=prompt, query_span=span, answer=LETTERS[target], target=LETTERS[target],
+                   correct=target)
 
 
 def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
@@ -373,6 +425,7 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
         "text": lambda: single_image_items(corpus, n, seed, "text"),
         "single_name": lambda: single_image_items(corpus, n, seed, "name"),
+        "option_recall": lambda: single_image_items(corpus, n, seed, "recall"),
     }
     if kind not in builders:
         raise ValueError(f"item kind {kind!r} is not one of {KINDS}")

@@ -33,11 +33,8 @@ def plot_example_stimuli(out_dir: Path, seed: int = 0) -> list[Path]:
     mismatched = single_image_items(co, 1, seed, "mismatched")[0]
     text_arm = single_image_items(cm, 1, seed, "text")[0]
 
-    def question(item: Item) -> str:
-        return item.prompt.split(". ", 1)[-1] if item.kind.startswith("strip") else item.prompt.split("\n")[0]
-
-    def options(item: Item) -> str:
-        return "  ".join(f"{letter}. {option}" for letter, option in zip("ABCD", item.options))
+    def question(item: Item) -> str:       # strips: drop the reading-order sentence; MCQ: options included
+        return item.prompt.split(". ", 1)[-1] if item.kind.startswith("strip") else item.prompt
 
     fig, axes = plt.subplots(2, 3, figsize=(11, 7.2), gridspec_kw={"width_ratios": [1.5, 1.5, 1]})
     _show(axes[0, 0], cm_ord, "cm strip, ordinal query", cm_ord.target,
@@ -48,7 +45,7 @@ def plot_example_stimuli(out_dir: Path, seed: int = 0) -> list[Path]:
           f"Q: Which cell shows the {grid.options[grid.correct]}?  A: {grid.answer}. "
           "Oracle variant names the cell; floor: blank image.")
     _show(axes[1, 0], matched, "single image, matched (NCS)", None,
-          f"{question(matched)}  {options(matched)}  correct: {matched.answer} (image: {matched.labels[0]})")
+          f"{question(matched)}  correct: {matched.answer} (image: {matched.labels[0]})")
     _show(axes[1, 1], mismatched, "single image, mismatched (NCS)", None,
           f"same options; image shows {mismatched.labels[0]}, not an option: P(correct) ~ 0.25")
     _show(axes[1, 2], text_arm, "text-solvable arm", None, f"{question(text_arm)}  correct: {text_arm.answer}")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.stimuli import (BLANK_GREY, KINDS, LETTERS, ImageFolderCorpus, SyntheticCorpus, build_items,
+from helpers.stimuli import (BLANK_GREY, KINDS, LETTERS, ImageFolderCorpus, SyntheticCorpus, build_items, retarget,
                              grid_items, load_corpus, single_image_items, strip_items)
 from helpers.stimuli_figures import plot_example_stimuli
 
@@ -41,7 +41,7 @@ def test_strip_answers_and_query_spans():
     corpus = SyntheticCorpus("cm")
     for item in strip_items(corpus, 20, seed=1, query="ord"):
         panel = int(item.target.split()[1])
-        assert item.answer == item.labels[panel - 1] and item.query_text == f"panel {panel}"
+        assert item.answer == f"panel {panel} {item.labels[panel - 1]}" and item.query_text == f"panel {panel}"
         assert len(set(item.labels)) == 6 and item.image.size == (192, 128)
     for item in strip_items(corpus, 20, seed=1, query="ref"):
         panel = int(item.target.split()[1])
@@ -73,6 +73,23 @@ def test_single_image_arms_are_paired():
         assert f"holds the {t.options[t.correct]}" in t.prompt
     letters = [m.correct for m in matched]
     assert len(set(letters)) == 4         # the correct letter varies over items
+
+
+@pytest.mark.parametrize("kind", ["strip_ord", "grid", "single_mismatched"])
+def test_synthetic_regions_share_no_colour_and_no_shape(kind):
+    for item in build_items(kind, SyntheticCorpus("cm"), 30, seed=6):
+        labels = list(item.labels) + [o for o in item.options if o not in item.labels]
+        colours, shapes = zip(*(label.split(" ") for label in labels))
+        assert len(set(colours)) == len(set(shapes)) == len(labels)
+
+
+def test_options_follow_their_text_and_recall_lists_every_option_once():
+    matched = single_image_items(SyntheticCorpus("cm"), 1, 3, "matched")[0]
+    listed = ", ".join(f"{o} ({letter})" for o, letter in zip(matched.options, LETTERS))
+    assert f"Options: {listed}." in matched.prompt
+    recall = single_image_items(SyntheticCorpus("cm"), 1, 3, "recall")[0]
+    assert recall.options == matched.options and recall.prompt.startswith(f"Options: {listed}.")
+    assert sorted(recall.answer.split(", ")) == sorted(listed.split(", "))
 
 
 def _write_folder(root, counts):
@@ -130,3 +147,25 @@ def test_example_stimuli_figure_is_written(tmp_path):
     paths = plot_example_stimuli(tmp_path, seed=0)
     assert [p.name for p in paths] == ["example_stimuli.png", "example_stimuli.pdf"]
     assert all(p.stat().st_size > 10_000 for p in paths)
+
+
+@pytest.mark.parametrize("kind", ["strip_ord", "strip_ref", "grid", "grid_oracle"])
+def test_retarget_asks_the_same_image_about_another_region(kind):
+    item = build_items(kind, SyntheticCorpus("cm"), 1, seed=2)[0]
+    for target in range(len(item.labels)):
+        other = retarget(item, target)
+        assert other.image is item.image and other.labels == item.labels
+        assert other.target == list(item.boxes)[target]
+        # a freshly built item asking about the same region has the same prompt, up to the class named
+        fresh = next(i for i in build_items(kind, SyntheticCorpus("cm"), 40, seed=9) if i.target == other.target)
+        assert other.prompt == fresh.prompt.replace(fresh.labels[target], item.labels[target])
+        if kind == "strip_ord":
+            assert other.answer == f"panel {target + 1} {item.labels[target]}" and other.query_text == f"panel {target + 1}"
+        elif kind == "strip_ref":
+            assert other.answer == f"panel {target + 1}" and other.query_text == f"the {item.labels[target]}"
+        else:
+            assert other.answer == LETTERS[target] == other.target and other.correct == target
+    with pytest.raises(ValueError, match="cannot be retargeted"):
+        retarget(build_items("text", SyntheticCorpus("cm"), 1, 0)[0], 0)
+    with pytest.raises(ValueError, match="outside the item's"):
+        retarget(item, len(item.labels))

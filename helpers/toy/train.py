@@ -10,10 +10,12 @@ synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to he
 saves fp32 weights + processor with `save_pretrained`, reloads the saved folder and
 writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 
-Curriculum: the describe-every-panel task (answer "1 <label> 2 <label> ...", loss on every answer
-token) teaches the model which image tokens belong to which panel number; the ordinal and referring
-questions then read that binding out. Mismatched and blank-image MCQ items carry a uniformly random
-correct letter, so the model learns to answer them at chance.
+Curriculum (STAGES): single images first (naming teaches colour and shape cheaply), then the
+describe-every-panel task (answer "1 <label> 2 <label> ...") binds image tokens to panel numbers while
+the strip questions read that binding out, then every task. Strip questions and grids are trained as
+conversations that ask the same image about each of its regions in turn, so one image carries up to six
+supervised answers. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the
+model learns to answer them at chance. What did not work is recorded in the README (toy model section).
 """
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ import numpy as np
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen3VLForConditionalGeneration
 
-from helpers.inputs import build_batch
+from helpers.inputs import overlap_mask
 from helpers.paths import HELPERS, TOY_MODEL
-from helpers.stimuli import SyntheticCorpus, build_items
+from helpers.stimuli import RETARGETABLE, Item, SyntheticCorpus, build_items, retarget
 from helpers.toy.build import build_config, build_processor
 from helpers.toy.evaluate import evaluate
 
@@ -37,38 +39,97 @@ TOY_DIR = HELPERS / "toy"
 LOG_CSV = TOY_DIR / "training_log.csv"
 ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
 TRAIN_SEED_BASE = 10_000
-# Phase 1 binds words to places (naming, describe-every-panel, the strip questions); phase 2 adds the
-# multiple-choice tasks, whose option lookup a from-scratch model learns only once it can name things.
-PHASE1_MIXTURE = {"strip_describe": 0.35, "strip_ord": 0.15, "strip_ref": 0.15, "single_name": 0.35}
-MIXTURE = {                    # share of each batch in phase 2
-    "strip_describe": 0.15, "strip_ord": 0.10, "strip_ref": 0.10, "single_name": 0.05,
-    "grid": 0.15, "grid_oracle": 0.07, "grid_blank": 0.05,
-    "single_matched": 0.15, "single_mismatched": 0.05, "text": 0.13,
-}
+# The run goes through three stages, each a mixture of tasks (share of each batch), switched by progress
+# (the larger of step / steps and elapsed / budget). Seeing comes first: single images are cheap and
+# teach colour and shape; then the panels are bound to their numbers (describe-every-panel, the strip
+# questions) while the option lookup is learned on text; the image multiple-choice tasks come last.
+STAGES = [
+    (0.12, {"single_name": 0.8, "strip_describe": 0.2}),
+    (0.35, {"single_name": 0.2, "strip_describe": 0.35, "strip_ord": 0.15, "strip_ref": 0.15,
+            "text": 0.075, "option_recall": 0.075}),
+    (1.00, {"strip_describe": 0.12, "strip_ord": 0.10, "strip_ref": 0.10, "single_name": 0.06,
+            "grid": 0.12, "grid_oracle": 0.06, "grid_blank": 0.04,
+            "single_matched": 0.14, "single_mismatched": 0.04, "text": 0.12, "option_recall": 0.10}),
+]
+PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
 
 
-def sample_batch(step: int, batch_size: int, mixture: dict = MIXTURE) -> list:
-    """Fresh items for one step: kind counts drawn from `mixture`, corpus cm or co per kind."""
+def stage_mixture(progress: float) -> dict:
+    """The mixture of the stage that `progress` (0..1) falls in."""
+    return next(mixture for end, mixture in STAGES if progress < end or end == STAGES[-1][0])
+
+
+def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list[Item]]:
+    """Fresh items for one step, kind counts drawn from `mixture`, corpus cm or co per kind. A strip
+    question or a plain / oracle grid becomes a conversation: the item, then the same image asked about
+    every other region in a shuffled order (one image, up to six supervised answers)."""
     rng = np.random.default_rng([TRAIN_SEED_BASE, step])
     kinds = list(mixture)
     counts = rng.multinomial(batch_size, [mixture[k] for k in kinds])
-    items = []
+    conversations = []
     for kind, count in zip(kinds, counts):
         n_cm = int(rng.binomial(count, 0.5))
         for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
-            if n:
-                items += build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step)
-    return items
+            for item in build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
+                asked = list(item.boxes).index(item.target)
+                others = [i for i in rng.permutation(len(item.boxes)) if i != asked]
+                conversations.append([item] + ([retarget(item, int(i)) for i in others] if kind in RETARGETABLE else []))
+    return conversations
 
 
-def answer_loss(model, batch) -> torch.Tensor:
-    """Cross-entropy on every answer token and the end-of-turn token, averaged over all those tokens of
-    the batch (a describe answer, 19 tokens, weighs more than a one-letter answer)."""
-    logits = model(**batch.inputs).logits[:, :-1]                           # [B, T-1, V]
-    target = batch.inputs["input_ids"][:, 1:]                               # [B, T-1]
-    scored = (batch.answer_mask | batch.end_mask)[:, 1:].float()            # [B, T-1]
-    token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
-    return (token_loss * scored).sum() / scored.sum()
+def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """One left-padded batch of multi-turn chats (the image in the first user turn). Returns the model
+    inputs, the [B, T] mask of the answer tokens and each answer's end-of-turn token, and the [B, T]
+    mask of the other text tokens (for the prompt loss)."""
+    tokenizer = processor.tokenizer
+    tokenizer.padding_side = "left"
+    texts, answer_spans = [], []
+    for turns in conversations:
+        text, spans = "", []
+        for i, item in enumerate(turns):
+            content = [{"type": "image"}, {"type": "text", "text": item.prompt}] if i == 0 else item.prompt
+            text += processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                  add_generation_prompt=True)
+            spans.append((len(text), len(text) + len(item.answer) + len(tokenizer.eos_token)))
+            text += item.answer + tokenizer.eos_token + "\n"
+        texts.append(text)
+        answer_spans.append(spans)
+    encoded = processor(text=texts, images=[turns[0].image for turns in conversations], padding=True,
+                        return_offsets_mapping=True, return_tensors="pt")
+    offsets = encoded.pop("offset_mapping")                                 # [B, T, 2], expanded text
+    merge_area = processor.image_processor.merge_size ** 2
+    shifts = ((encoded["image_grid_thw"].prod(dim=1) // merge_area - 1) * len(processor.image_token)).tolist()
+    answer = torch.zeros(encoded["input_ids"].shape, dtype=torch.bool)     # [B, T]
+    for row, spans in enumerate(answer_spans):
+        for start, end in spans:
+            answer[row] |= overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
+    image = encoded["input_ids"] == processor.image_token_id
+    prompt = encoded["attention_mask"].bool() & ~image & ~answer
+    return dict(encoded), answer, prompt
+
+
+def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, float]:
+    """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
+    in length; padding them together would waste most of the compute). Loss: the cross-entropy on every
+    answer token and end-of-turn token, averaged over all those tokens of the step, plus
+    PROMPT_LOSS_WEIGHT x the mean next-token loss on the other text tokens, a dense signal for the
+    position-reading heads that one-token answers alone grow slowly. Returns (loss, answer loss)."""
+    by_kind: dict[str, list] = {}
+    for turns in conversations:
+        by_kind.setdefault(turns[0].kind, []).append(turns)
+    batches = [conversation_batch(processor, group) for group in by_kind.values()]
+    n_answer = sum(int(answer[:, 1:].sum()) for _, answer, _ in batches)
+    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches)
+    total = answer_total = 0.0
+    for inputs, answer, prompt in batches:
+        logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
+        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
+                                                       reduction="none")    # [b, T-1]
+        answer_loss = (token_loss * answer[:, 1:]).sum() / n_answer
+        loss = answer_loss + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
+        loss.backward()
+        total, answer_total = total + loss.item(), answer_total + answer_loss.item()
+    return total, answer_total
 
 
 def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
@@ -88,13 +149,12 @@ def save_model(model, processor):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6000)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--max-minutes", type=float, default=40.0,
+    parser.add_argument("--batch-size", type=int, default=24)
+    parser.add_argument("--lr", type=float, default=1.5e-3)
+    parser.add_argument("--max-minutes", type=float, default=42.0,
                         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
-    parser.add_argument("--phase1-steps", type=int, default=1000, help="steps on PHASE1_MIXTURE before MIXTURE")
-    parser.add_argument("--eval-every", type=int, default=600, help="quick evaluation and a checkpoint save")
+    parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -116,13 +176,12 @@ def main():
         model.train()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
-        items = sample_batch(step, args.batch_size, PHASE1_MIXTURE if step < args.phase1_steps else MIXTURE)
-        loss = answer_loss(model, build_batch(processor, items, answers=[item.answer for item in items]))
         optimizer.zero_grad()
-        loss.backward()
+        loss, answer_loss = training_step(model, processor, sample_conversations(step, args.batch_size,
+                                                                                 stage_mixture(progress)))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        row = {"step": step + 1, "loss": round(loss.item(), 5), "lr": optimizer.param_groups[0]["lr"],
+        row = {"step": step + 1, "loss": round(loss, 5), "answer_loss": round(answer_loss, 5), "lr": optimizer.param_groups[0]["lr"],
                "elapsed_s": round(time.time() - start, 1)}
         if (step + 1) % args.eval_every == 0:
             quick = evaluate(model, processor, n_per_kind=24, seed=999)

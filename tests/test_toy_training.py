@@ -1,0 +1,44 @@
+"""The toy model's training batches: multi-turn conversations are masked exactly like the single-turn
+batches the evaluation and the engine use, and a training step's loss is the token-weighted mean."""
+import numpy as np
+import pytest
+import torch
+from transformers import AutoProcessor
+
+from helpers.inputs import build_batch
+from helpers.paths import TOY_MODEL
+from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
+from helpers.toy.train import STAGES, conversation_batch, sample_conversations, stage_mixture
+
+
+@pytest.fixture(scope="module")
+def processor():
+    return AutoProcessor.from_pretrained(TOY_MODEL)
+
+
+def test_single_turn_masks_equal_build_batch(processor):
+    items = build_items("text", SyntheticCorpus("cm"), 3, 0) + build_items("grid", SyntheticCorpus("co"), 2, 0)
+    inputs, answer, prompt = conversation_batch(processor, [[item] for item in items])
+    reference = build_batch(processor, items, answers=[item.answer for item in items])
+    # a conversation closes every turn with a newline after <|im_end|>: one more (unscored) column
+    assert torch.equal(inputs["input_ids"][:, :-1], reference.inputs["input_ids"])
+    assert torch.equal(answer[:, :-1], reference.answer_mask | reference.end_mask) and not answer[:, -1].any()
+    assert not (prompt[:, :-1] & reference.image_mask).any() and not (prompt & answer).any()
+
+
+def test_conversation_answers_decode_to_every_turn(processor):
+    conversations = [c for c in sample_conversations(5, 40, STAGES[-1][1]) if c[0].kind in RETARGETABLE][:3]
+    assert conversations and all(len(c) == len(c[0].boxes) for c in conversations)
+    inputs, answer, _ = conversation_batch(processor, conversations)
+    for row, turns in enumerate(conversations):
+        assert sorted(t.target for t in turns) == sorted(turns[0].boxes)          # every region asked once
+        decoded = processor.tokenizer.decode(inputs["input_ids"][row][answer[row]])
+        assert decoded == "".join(t.answer + "<|im_end|>" for t in turns)
+
+
+def test_stages_cover_the_run_and_mixtures_are_distributions():
+    assert [end for end, _ in STAGES] == sorted(end for end, _ in STAGES) and STAGES[-1][0] == 1.0
+    for _, mixture in STAGES:
+        assert np.isclose(sum(mixture.values()), 1.0)
+    assert stage_mixture(0.0) is STAGES[0][1] and stage_mixture(0.99) is STAGES[-1][1]
+    assert stage_mixture(1.5) is STAGES[-1][1]
