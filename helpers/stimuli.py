@@ -370,23 +370,19 @@ def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_si
                               query_span=_span(prompt, "the image"), boxes={"image": (0, 0, image.width, image.height)},
                               target="image", labels=(shown,), seed_key=(seed, index)))
             continue
+        answer = LETTERS[correct]
         if arm == "recall":
-            order = [options[i] for i in rng.permutation(4)]
             prompt = f"{_options_block(options)} List them with their letters."
-            answer = ", ".join(f"{option} ({LETTERS[options.index(option)]})" for option in order)
-            items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
-                              query_span=_span(prompt, "List them"), boxes={"image": (0, 0, image.width, image.height)},
-                              target="image", labels=(shown,), options=tuple(options), correct=correct,
-                              seed_key=(seed, index)))
-            continue
-        if arm == "text":
+            span = _span(prompt, "List them")
+            answer = ", ".join(f"{options[i]} ({LETTERS[i]})" for i in rng.permutation(4))
+        elif arm == "text":
             lead = f"The note says the box holds the {options[correct]}."
             prompt = f"{lead} What does the box hold? {_options_block(options)} Answer with the letter."
             span = _span(prompt, f"the {options[correct]}")
         else:
             prompt = f"What does the image show? {_options_block(options)} Answer with the letter."
             span = _span(prompt, "the image")
-        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
+        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
                           query_span=span, boxes={"image": (0, 0, image.width, image.height)},
                           target="image", labels=(shown,), options=tuple(options), correct=correct,
                           seed_key=(seed, index)))

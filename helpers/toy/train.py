@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen3VLForConditionalGeneration
 
-from helpers.inputs import overlap_mask
+from helpers.inputs import overlap_mask, render_prompt
 from helpers.paths import HELPERS, TOY_MODEL
 from helpers.stimuli import RETARGETABLE, Item, SyntheticCorpus, build_items, retarget
 from helpers.toy.build import build_config, build_processor
@@ -87,9 +87,8 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
     for turns in conversations:
         text, spans = "", []
         for i, item in enumerate(turns):
-            content = [{"type": "image"}, {"type": "text", "text": item.prompt}] if i == 0 else item.prompt
-            text += processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                  add_generation_prompt=True)
+            text += render_prompt(processor, item) if i == 0 else processor.apply_chat_template(
+                [{"role": "user", "content": item.prompt}], tokenize=False, add_generation_prompt=True)
             spans.append((len(text), len(text) + len(item.answer) + len(tokenizer.eos_token)))
             text += item.answer + tokenizer.eos_token + "\n"
         texts.append(text)
