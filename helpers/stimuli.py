@@ -5,15 +5,16 @@ A *corpus* hands out square tiles of a named class (`tile(label, rng, size)`); t
 image folder of real pictures. Builders turn a corpus into `Item`s, deterministically by seed:
 
 - strips of six panels (3 columns x 2 rows, read left to right, top to bottom) with an ordinal question
-  ("What is in panel 3?"), a referring question ("Which panel shows the red star?") and a
-  describe-every-panel task (used to teach the toy model where each panel is);
+  ("What is in panel 3?" -> "panel 3 red star"), a referring question ("Which panel shows the red
+  star?" -> "red star in panel 3") and a describe-every-panel task (used to teach the toy model where
+  each panel is);
 - 2x2 grids whose cells are options A-D (the CERS apparatus), with an oracle variant naming the
-  target cell and a blank-image floor;
+  target cell, a blank-image floor and a describe-every-cell training task;
 - single-image MCQ, matched (the image shows the correct option) and mismatched (it shows a class
   excluded from the options), and a text-solvable arm (the answer is in the text); options are written
   "Options: red star (A), blue ring (B), ...", each letter after its text;
-- two training tasks for the toy model: naming a single image, and reciting the options with their
-  letters in a shuffled order (`option_recall`).
+- two more training tasks for the toy model: naming a single image, and reciting the options with
+  their letters in a shuffled order (`option_recall`).
 
 Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are character offsets into
 `Item.prompt`.
@@ -220,16 +221,16 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
         x, y = rng.uniform(0, size, size=2)
         w, h = rng.uniform(3, size * 0.18, size=2)
         draw.ellipse((x - w, y - h, x + w, y + h), fill=(grey, grey, int(grey * 0.9)))
-    r = size * rng.uniform(0.18, 0.36)
+    r = size * rng.uniform(0.24, 0.36)
     cx, cy = rng.uniform(r + 1, size - r - 1, size=2)
     shade = rng.uniform(0.8, 1.1)
     _draw_shape(draw, shape, tuple(int(min(255, v * shade)) for v in rgb), cx, cy, r)
-    return image.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.0, 0.8))))
+    return image.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.0, 0.6))))
 
 
 # --------------------------------------------------------------------------------------------- helpers
 
-KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank",
+KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank", "grid_describe",
          "single_matched", "single_mismatched", "text", "single_name", "option_recall")
 
 
@@ -278,7 +279,7 @@ def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tup
         return prompt, _span(prompt, f"panel {target + 1}"), f"panel {target + 1} {labels[target]}"
     if query == "ref":
         prompt = f"{reading} Which panel shows the {labels[target]}?"
-        return prompt, _span(prompt, f"the {labels[target]}"), f"panel {target + 1}"
+        return prompt, _span(prompt, f"the {labels[target]}"), f"{labels[target]} in panel {target + 1}"
     prompt = f"{reading} Describe every panel in order."
     return prompt, _span(prompt, "every panel"), " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
 
@@ -286,7 +287,7 @@ def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tup
 def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PANELS,
                 columns: int = STRIP_COLUMNS, panel_size: int = PANEL_SIZE) -> list[Item]:
     """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> "panel p <label>"),
-    "ref" (Which panel shows the <label>? -> "panel p") or "describe" (every panel in reading order:
+    "ref" (Which panel shows the <label>? -> "<label> in panel p") or "describe" (every panel in reading order:
     "1 red star 2 blue ring ...")."""
     if query not in ("ord", "ref", "describe"):
         raise ValueError(f"strip query {query!r} is not one of 'ord', 'ref', 'describe'")
@@ -310,24 +311,30 @@ def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PAN
 
 # ------------------------------------------------------------------------------------------------ grids
 
+GRID_LAYOUT = "The image is a 2x2 grid: top left (A), top right (B), bottom left (C), bottom right (D)."
+
+
 def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, tuple[int, int]]:
     """(prompt, query span) of the grid question about cell index `correct`."""
-    question = (f"The image is a 2x2 grid: top left (A), top right (B), bottom left (C), bottom right (D). "
-                f"Which cell shows the {labels[correct]}?")
+    question = f"{GRID_LAYOUT} Which cell shows the {labels[correct]}?"
     hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
     prompt = f"{question}{hint} Answer with the letter."
     return prompt, _span(prompt, f"the {labels[correct]}")
 
 
+GRID_VARIANTS = ("plain", "oracle", "blank", "describe")
+
+
 def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int = PANEL_SIZE) -> list[Item]:
     """2x2 grids of four distinct classes; cell A top left, B top right, C bottom left, D bottom right.
     The question names one class; the answer is its cell's letter. `variant`: "plain", "oracle" (the
-    prompt also names the target cell, expect ~1) or "blank" (same prompt, a blank grey image: ~0.25).
-    Item i has the same classes, target and prompt core in every variant."""
-    if variant not in ("plain", "oracle", "blank"):
-        raise ValueError(f"grid variant {variant!r} is not one of 'plain', 'oracle', 'blank'")
+    prompt also names the target cell, expect ~1), "blank" (same prompt, a blank grey image: ~0.25) or
+    "describe" (name every cell with its letter, "A red star B blue ring ..."; a training task that binds
+    cells to letters). Item i has the same classes and target in every variant."""
+    if variant not in GRID_VARIANTS:
+        raise ValueError(f"grid variant {variant!r} is not one of {GRID_VARIANTS}")
     _need_classes(corpus, 4, "a 2x2 grid of four options")
-    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank"}[variant]
+    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank", "describe": "grid_describe"}[variant]
     items = []
     for index in range(n):
         rng = _rng(seed, f"grid-{corpus.name}", index)
@@ -337,7 +344,12 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
         prompt, span = grid_question(variant, labels, correct)
-        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=LETTERS[correct],
+        answer = LETTERS[correct]
+        if variant == "describe":
+            prompt = f"{GRID_LAYOUT} Name every cell with its letter."
+            span = _span(prompt, "every cell")
+            answer = " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels))
+        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
                           query_span=span, boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
                           labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))
     return items
@@ -417,6 +429,7 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         "grid": lambda: grid_items(corpus, n, seed, "plain"),
         "grid_oracle": lambda: grid_items(corpus, n, seed, "oracle"),
         "grid_blank": lambda: grid_items(corpus, n, seed, "blank"),
+        "grid_describe": lambda: grid_items(corpus, n, seed, "describe"),
         "single_matched": lambda: single_image_items(corpus, n, seed, "matched"),
         "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
         "text": lambda: single_image_items(corpus, n, seed, "text"),

@@ -45,7 +45,7 @@ def test_strip_answers_and_query_spans():
         assert len(set(item.labels)) == 6 and item.image.size == (192, 128)
     for item in strip_items(corpus, 20, seed=1, query="ref"):
         panel = int(item.target.split()[1])
-        assert item.answer == f"panel {panel}" and item.query_text == f"the {item.labels[panel - 1]}"
+        assert item.answer == f"{item.labels[panel - 1]} in panel {panel}" and item.query_text == f"the {item.labels[panel - 1]}"
     described = strip_items(corpus, 1, seed=1, query="describe")[0]
     assert described.answer.split(" ")[:3] == ["1", *described.labels[0].split()]
     assert len(described.answer.split()) == 18
@@ -61,6 +61,14 @@ def test_grid_variants_share_the_question_and_blank_is_grey():
         assert f"it is the {cell_names[p.correct]} cell" in o.prompt and "Hint" not in p.prompt
         assert b.prompt == p.prompt and np.unique(np.asarray(b.image).reshape(-1, 3), axis=0).tolist() == [list(BLANK_GREY)]
         assert p.image.size == (128, 128) and p.boxes["D"] == (64, 64, 128, 128)
+
+
+def test_grid_describe_names_every_cell_with_its_letter():
+    plain, described = (grid_items(SyntheticCorpus("co"), 5, 5, variant) for variant in ("plain", "describe"))
+    for p, d in zip(plain, described):
+        assert d.kind == "grid_describe" and d.labels == p.labels and d.query_text == "every cell"
+        assert d.answer == " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, p.labels))
+        assert d.prompt.startswith("The image is a 2x2 grid: top left (A)")
 
 
 def test_single_image_arms_are_paired():
@@ -162,7 +170,7 @@ def test_retarget_asks_the_same_image_about_another_region(kind):
         if kind == "strip_ord":
             assert other.answer == f"panel {target + 1} {item.labels[target]}" and other.query_text == f"panel {target + 1}"
         elif kind == "strip_ref":
-            assert other.answer == f"panel {target + 1}" and other.query_text == f"the {item.labels[target]}"
+            assert other.answer == f"{item.labels[target]} in panel {target + 1}" and other.query_text == f"the {item.labels[target]}"
         else:
             assert other.answer == LETTERS[target] == other.target and other.correct == target
     with pytest.raises(ValueError, match="cannot be retargeted"):

@@ -14,10 +14,10 @@ TEST_SEED = 4242
 
 # Tasks the shipped toy model does not learn yet (issue 4 stays open until this set is empty). Strict:
 # a task that starts passing turns its xfail into a failure, so this list cannot go stale.
-_PLATEAU = ("issue 4: the shipped toy (2,682 steps, 42 min) names the asked-about panel's colour and does "
-            "the text option lookup, but names shapes in strips poorly and does not yet find a region "
-            "from its content; see helpers/toy/heldout_accuracy.json")
-NOT_YET_LEARNED = {kind: _PLATEAU for kind in ("strip_ord", "strip_ref", "grid", "single_matched")}
+_PLATEAU = ("issue 4: the shipped toy (2,531 steps, 42 min) does the option lookup from text and from the "
+            "image and names an asked-about panel (0.81 cm / 0.45 co: co shapes), but does not yet find a "
+            "panel or cell from its content; see helpers/toy/heldout_accuracy.json")
+NOT_YET_LEARNED = {kind: _PLATEAU for kind in ("strip_ord", "strip_ref", "grid")}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_option_letters_are_single_distinct_tokens(processor):
 @pytest.mark.xfail(strict=True, reason=_PLATEAU)
 def test_greedy_answers_match_the_items(model, processor):
     items = strip_items(SyntheticCorpus("cm"), 8, TEST_SEED, "ord") + strip_items(SyntheticCorpus("co"), 8, TEST_SEED, "ref")
-    answers = greedy_answers(model, processor, items, max_new_tokens=8)
+    answers = greedy_answers(model, processor, items, max_new_tokens=12)
     assert sum(a == item.answer for a, item in zip(answers, items)) >= 15
 
 

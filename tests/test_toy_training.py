@@ -1,5 +1,5 @@
 """The toy model's training batches: multi-turn conversations are masked exactly like the single-turn
-batches the evaluation and the engine use, and a training step's loss is the token-weighted mean."""
+batches the evaluation and the engine use, and every answer turn carries a total weight of one."""
 import numpy as np
 import pytest
 import torch
@@ -18,7 +18,8 @@ def processor():
 
 def test_single_turn_masks_equal_build_batch(processor):
     items = build_items("text", SyntheticCorpus("cm"), 3, 0) + build_items("grid", SyntheticCorpus("co"), 2, 0)
-    inputs, answer, prompt = conversation_batch(processor, [[item] for item in items])
+    inputs, weight, prompt = conversation_batch(processor, [[item] for item in items])
+    answer = weight > 0
     reference = build_batch(processor, items, answers=[item.answer for item in items])
     # a conversation closes every turn with a newline after <|im_end|>: one more (unscored) column
     assert torch.equal(inputs["input_ids"][:, :-1], reference.inputs["input_ids"])
@@ -29,7 +30,9 @@ def test_single_turn_masks_equal_build_batch(processor):
 def test_conversation_answers_decode_to_every_turn(processor):
     conversations = [c for c in sample_conversations(5, 40, STAGES[-1][1]) if c[0].kind in RETARGETABLE][:3]
     assert conversations and all(len(c) == len(c[0].boxes) for c in conversations)
-    inputs, answer, _ = conversation_batch(processor, conversations)
+    inputs, weight, _ = conversation_batch(processor, conversations)
+    answer = weight > 0
+    assert torch.allclose(weight.sum(dim=1), torch.tensor([float(len(turns)) for turns in conversations]))
     for row, turns in enumerate(conversations):
         assert sorted(t.target for t in turns) == sorted(turns[0].boxes)          # every region asked once
         decoded = processor.tokenizer.decode(inputs["input_ids"][row][answer[row]])

@@ -10,9 +10,10 @@ synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to he
 saves fp32 weights + processor with `save_pretrained`, reloads the saved folder and
 writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 
-Curriculum (STAGES): single images first (naming teaches colour and shape cheaply), then the
-describe-every-panel task (answer "1 <label> 2 <label> ...") binds image tokens to panel numbers while
-the strip questions read that binding out, then every task. Strip questions and grids are trained as
+Curriculum (STAGES): single images and the text lookup first (naming teaches colour and shape
+cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") bind
+image tokens to panel numbers and cell letters while the strip questions read that binding out, then
+every task. Strip questions and grids are trained as
 conversations that ask the same image about each of its regions in turn, so one image carries up to six
 supervised answers. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the
 model learns to answer them at chance. What did not work is recorded in the README (toy model section).
@@ -39,17 +40,19 @@ TOY_DIR = HELPERS / "toy"
 LOG_CSV = TOY_DIR / "training_log.csv"
 ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
 TRAIN_SEED_BASE = 10_000
-# The run goes through three stages, each a mixture of tasks (share of each batch), switched by progress
-# (the larger of step / steps and elapsed / budget). Seeing comes first: single images are cheap and
-# teach colour and shape; then the panels are bound to their numbers (describe-every-panel, the strip
-# questions) while the option lookup is learned on text; the image multiple-choice tasks come last.
+# The run goes through three stages, each a mixture of tasks (share of the conversations of a step),
+# switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
+# images are cheap and teach colour and shape, while the option lookup starts on text (it is learned
+# late and suddenly, so it starts early); then the panels and cells are bound to their numbers and
+# letters (describe tasks, strip questions) and matched MCQ joins naming to the lookup; then every task.
+# Single-image kinds are about a quarter of a strip or grid conversation's tokens, so they get large shares.
 STAGES = [
-    (0.12, {"single_name": 0.8, "strip_describe": 0.2}),
-    (0.35, {"single_name": 0.2, "strip_describe": 0.35, "strip_ord": 0.15, "strip_ref": 0.15,
-            "text": 0.075, "option_recall": 0.075}),
-    (1.00, {"strip_describe": 0.12, "strip_ord": 0.10, "strip_ref": 0.10, "single_name": 0.06,
-            "grid": 0.12, "grid_oracle": 0.06, "grid_blank": 0.04,
-            "single_matched": 0.14, "single_mismatched": 0.04, "text": 0.12, "option_recall": 0.10}),
+    (0.12, {"single_name": 0.6, "strip_describe": 0.2, "text": 0.1, "option_recall": 0.1}),
+    (0.35, {"single_name": 0.1, "strip_describe": 0.2, "strip_ord": 0.12, "strip_ref": 0.12,
+            "grid_describe": 0.1, "single_matched": 0.2, "text": 0.11, "option_recall": 0.05}),
+    (1.00, {"strip_describe": 0.07, "strip_ord": 0.07, "strip_ref": 0.07, "single_name": 0.04,
+            "grid_describe": 0.04, "grid": 0.10, "grid_oracle": 0.03, "grid_blank": 0.03,
+            "single_matched": 0.23, "single_mismatched": 0.05, "text": 0.15, "option_recall": 0.12}),
 ]
 PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
 
@@ -79,7 +82,8 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
 
 def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """One left-padded batch of multi-turn chats (the image in the first user turn). Returns the model
-    inputs, the [B, T] mask of the answer tokens and each answer's end-of-turn token, and the [B, T]
+    inputs, the [B, T] answer weights (each turn's answer tokens and end-of-turn token share a weight of
+    1, so every question counts the same whatever its answer's length; 0 elsewhere), and the [B, T]
     mask of the other text tokens (for the prompt loss)."""
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
@@ -98,33 +102,35 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
     offsets = encoded.pop("offset_mapping")                                 # [B, T, 2], expanded text
     merge_area = processor.image_processor.merge_size ** 2
     shifts = ((encoded["image_grid_thw"].prod(dim=1) // merge_area - 1) * len(processor.image_token)).tolist()
-    answer = torch.zeros(encoded["input_ids"].shape, dtype=torch.bool)     # [B, T]
+    answer_weight = torch.zeros(encoded["input_ids"].shape)                 # [B, T]
     for row, spans in enumerate(answer_spans):
         for start, end in spans:
-            answer[row] |= overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
+            turn = overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
+            answer_weight[row, turn] = 1.0 / int(turn.sum())
     image = encoded["input_ids"] == processor.image_token_id
-    prompt = encoded["attention_mask"].bool() & ~image & ~answer
-    return dict(encoded), answer, prompt
+    prompt = encoded["attention_mask"].bool() & ~image & (answer_weight == 0)
+    return dict(encoded), answer_weight, prompt
 
 
 def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, float]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
-    in length; padding them together would waste most of the compute). Loss: the cross-entropy on every
-    answer token and end-of-turn token, averaged over all those tokens of the step, plus
-    PROMPT_LOSS_WEIGHT x the mean next-token loss on the other text tokens, a dense signal for the
-    position-reading heads that one-token answers alone grow slowly. Returns (loss, answer loss)."""
+    in length; padding them together would waste most of the compute). Loss: the mean over the step's
+    answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
+    MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
+    loss on the other text tokens, a dense signal for the position-reading heads. Returns (loss,
+    answer loss)."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
     batches = [conversation_batch(processor, group) for group in by_kind.values()]
-    n_answer = sum(int(answer[:, 1:].sum()) for _, answer, _ in batches)
+    n_turns = sum(len(turns) for turns in conversations)
     n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches)
     total = answer_total = 0.0
-    for inputs, answer, prompt in batches:
+    for inputs, answer_weight, prompt in batches:
         logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
         token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
                                                        reduction="none")    # [b, T-1]
-        answer_loss = (token_loss * answer[:, 1:]).sum() / n_answer
+        answer_loss = (token_loss * answer_weight[:, 1:]).sum() / n_turns
         loss = answer_loss + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
         loss.backward()
         total, answer_total = total + loss.item(), answer_total + answer_loss.item()
@@ -132,10 +138,12 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
 
 
 def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
-    """Linear warmup over `warmup` steps, then cosine from peak to peak/10 as progress goes 0 -> 1."""
+    """Linear warmup over `warmup` steps, the peak until half the progress (the lookups are learned late
+    and suddenly, at a high rate), then cosine from peak to peak/10 as progress goes 0.5 -> 1."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    decay = max(0.0, min(1.0, progress) - 0.5) / 0.5
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * decay)))
 
 
 def save_model(model, processor):
