@@ -315,7 +315,11 @@ GRID_LAYOUT = "The image is a 2x2 grid: top left (A), top right (B), bottom left
 
 
 def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, tuple[int, int]]:
-    """(prompt, query span) of the grid question about cell index `correct`."""
+    """(prompt, query span) of the grid question about cell index `correct` (for "describe": the request
+    to name every cell)."""
+    if variant == "describe":
+        prompt = f"{GRID_LAYOUT} Name every cell with its letter."
+        return prompt, _span(prompt, "every cell")
     question = f"{GRID_LAYOUT} Which cell shows the {labels[correct]}?"
     hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
     prompt = f"{question}{hint} Answer with the letter."
@@ -344,11 +348,8 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
         prompt, span = grid_question(variant, labels, correct)
-        answer = LETTERS[correct]
-        if variant == "describe":
-            prompt = f"{GRID_LAYOUT} Name every cell with its letter."
-            span = _span(prompt, "every cell")
-            answer = " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels))
+        answer = (" ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels)) if variant == "describe"
+                  else LETTERS[correct])
         items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
                           query_span=span, boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
                           labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))

@@ -13,9 +13,8 @@ writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 Curriculum (STAGES): single images and the text lookup first (naming teaches colour and shape
 cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") bind
 image tokens to panel numbers and cell letters while the strip questions read that binding out, then
-every task. Strip questions and grids are trained as
-conversations that ask the same image about each of its regions in turn, so one image carries up to six
-supervised answers. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the
+every task. Strip questions and grids are trained as conversations that ask the same image about each
+of its regions in turn, so one image carries up to six supervised answers. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the
 model learns to answer them at chance. What did not work is recorded in the README (toy model section).
 """
 from __future__ import annotations
