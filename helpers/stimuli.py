@@ -6,10 +6,10 @@ image folder of real pictures. Builders turn a corpus into `Item`s, deterministi
 
 - strips of six panels (3 columns x 2 rows, read left to right, top to bottom) with an ordinal question
   ("What is in panel 3?" -> "panel 3 red star"), a referring question ("Which panel shows the red
-  star?" -> "red star in panel 3") and a describe-every-panel task (used to teach the toy model where
-  each panel is);
+  star?" -> "red star in panel 3"), a describe-every-panel task and its inverse, a locate-every-object
+  task (used to teach the toy model where each panel is and what is where);
 - 2x2 grids whose cells are options A-D (the CERS apparatus), with an oracle variant naming the
-  target cell, a blank-image floor and a describe-every-cell training task;
+  target cell, a blank-image floor and describe-every-cell and locate-every-object training tasks;
 - single-image MCQ, matched (the image shows the correct option) and mismatched (it shows a class
   excluded from the options), and a text-solvable arm (the answer is in the text); options are written
   "Options: red star (A), blue ring (B), ...", each letter after its text;
@@ -230,8 +230,8 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
 
 # --------------------------------------------------------------------------------------------- helpers
 
-KINDS = ("strip_ord", "strip_ref", "strip_describe", "grid", "grid_oracle", "grid_blank", "grid_describe",
-         "single_matched", "single_mismatched", "text", "single_name", "option_recall")
+KINDS = ("strip_ord", "strip_ref", "strip_describe", "strip_locate", "grid", "grid_oracle", "grid_blank",
+         "grid_describe", "grid_locate", "single_matched", "single_mismatched", "text", "single_name", "option_recall")
 
 
 def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
@@ -271,6 +271,16 @@ def _options_block(options: list[str]) -> str:
 
 # ----------------------------------------------------------------------------------------------- strips
 
+LOCATE_REQUEST = "Locate every object in alphabetical order."
+STRIP_QUERIES = ("ord", "ref", "describe", "locate")
+
+
+def alphabetical_order(labels: list[str]) -> list[int]:
+    """Region indices sorted by their label: the fixed order in which the locate tasks list the objects
+    (for the synthetic corpora, the order of the colours' names, since a strip or grid never repeats one)."""
+    return sorted(range(len(labels)), key=lambda i: labels[i])
+
+
 def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tuple[int, int], str]:
     """(prompt, query span, answer) of a strip question about panel index `target` (0-based)."""
     reading = "The panels are read left to right, top to bottom."
@@ -280,6 +290,10 @@ def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tup
     if query == "ref":
         prompt = f"{reading} Which panel shows the {labels[target]}?"
         return prompt, _span(prompt, f"the {labels[target]}"), f"{labels[target]} in panel {target + 1}"
+    if query == "locate":
+        prompt = f"{reading} {LOCATE_REQUEST}"
+        answer = ", ".join(f"{labels[i]} in panel {i + 1}" for i in alphabetical_order(labels))
+        return prompt, _span(prompt, "every object"), answer
     prompt = f"{reading} Describe every panel in order."
     return prompt, _span(prompt, "every panel"), " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
 
@@ -287,10 +301,11 @@ def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tup
 def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PANELS,
                 columns: int = STRIP_COLUMNS, panel_size: int = PANEL_SIZE) -> list[Item]:
     """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> "panel p <label>"),
-    "ref" (Which panel shows the <label>? -> "<label> in panel p") or "describe" (every panel in reading order:
-    "1 red star 2 blue ring ...")."""
-    if query not in ("ord", "ref", "describe"):
-        raise ValueError(f"strip query {query!r} is not one of 'ord', 'ref', 'describe'")
+    "ref" (Which panel shows the <label>? -> "<label> in panel p"), "describe" (every panel in reading order:
+    "1 red star 2 blue ring ...") or "locate" (every object in alphabetical order with its panel:
+    "black cross in panel 4, blue ring in panel 2, ...")."""
+    if query not in STRIP_QUERIES:
+        raise ValueError(f"strip query {query!r} is not one of {STRIP_QUERIES}")
     if columns < 1 or n_panels < 2 or n_panels > 9 or n_panels % columns != 0:
         raise ValueError(f"n_panels={n_panels} does not fit: it must be 2..9 and fill whole rows of "
                          f"columns={columns}")
@@ -320,25 +335,40 @@ def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, t
     if variant == "describe":
         prompt = f"{GRID_LAYOUT} Name every cell with its letter."
         return prompt, _span(prompt, "every cell")
+    if variant == "locate":
+        prompt = f"{GRID_LAYOUT} {LOCATE_REQUEST}"
+        return prompt, _span(prompt, "every object")
     question = f"{GRID_LAYOUT} Which cell shows the {labels[correct]}?"
     hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
     prompt = f"{question}{hint} Answer with the letter."
     return prompt, _span(prompt, f"the {labels[correct]}")
 
 
-GRID_VARIANTS = ("plain", "oracle", "blank", "describe")
+GRID_VARIANTS = ("plain", "oracle", "blank", "describe", "locate")
+
+
+def grid_answer(variant: str, labels: list[str], correct: int) -> str:
+    """The letter of cell `correct`; for "describe" every cell's letter and label in letter order ("A red
+    star B blue ring ..."), for "locate" every label and its letter in alphabetical order ("black cross (C),
+    blue ring (A), ...")."""
+    if variant == "describe":
+        return " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels))
+    if variant == "locate":
+        return ", ".join(f"{labels[i]} ({LETTERS[i]})" for i in alphabetical_order(labels))
+    return LETTERS[correct]
 
 
 def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int = PANEL_SIZE) -> list[Item]:
     """2x2 grids of four distinct classes; cell A top left, B top right, C bottom left, D bottom right.
     The question names one class; the answer is its cell's letter. `variant`: "plain", "oracle" (the
     prompt also names the target cell, expect ~1), "blank" (same prompt, a blank grey image: ~0.25) or
-    "describe" (name every cell with its letter, "A red star B blue ring ..."; a training task that binds
-    cells to letters). Item i has the same classes and target in every variant."""
+    "describe" / "locate" (every cell with its letter, see grid_answer; training tasks that bind cells to
+    letters both ways). Item i has the same classes and target in every variant."""
     if variant not in GRID_VARIANTS:
         raise ValueError(f"grid variant {variant!r} is not one of {GRID_VARIANTS}")
     _need_classes(corpus, 4, "a 2x2 grid of four options")
-    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank", "describe": "grid_describe"}[variant]
+    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank", "describe": "grid_describe",
+            "locate": "grid_locate"}[variant]
     items = []
     for index in range(n):
         rng = _rng(seed, f"grid-{corpus.name}", index)
@@ -348,9 +378,8 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
         prompt, span = grid_question(variant, labels, correct)
-        answer = (" ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels)) if variant == "describe"
-                  else LETTERS[correct])
-        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
+        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt,
+                          answer=grid_answer(variant, labels, correct),
                           query_span=span, boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
                           labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))
     return items
@@ -427,10 +456,12 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         "strip_ord": lambda: strip_items(corpus, n, seed, "ord"),
         "strip_ref": lambda: strip_items(corpus, n, seed, "ref"),
         "strip_describe": lambda: strip_items(corpus, n, seed, "describe"),
+        "strip_locate": lambda: strip_items(corpus, n, seed, "locate"),
         "grid": lambda: grid_items(corpus, n, seed, "plain"),
         "grid_oracle": lambda: grid_items(corpus, n, seed, "oracle"),
         "grid_blank": lambda: grid_items(corpus, n, seed, "blank"),
         "grid_describe": lambda: grid_items(corpus, n, seed, "describe"),
+        "grid_locate": lambda: grid_items(corpus, n, seed, "locate"),
         "single_matched": lambda: single_image_items(corpus, n, seed, "matched"),
         "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
         "text": lambda: single_image_items(corpus, n, seed, "text"),

@@ -51,6 +51,18 @@ def test_strip_answers_and_query_spans():
     assert len(described.answer.split()) == 18
 
 
+def test_locate_tasks_list_every_object_with_its_place_in_alphabetical_order():
+    strip = strip_items(SyntheticCorpus("co"), 1, seed=3, query="locate")[0]
+    listed = [entry.rsplit(" in panel ", 1) for entry in strip.answer.split(", ")]
+    assert [label for label, _ in listed] == sorted(strip.labels)
+    assert all(strip.labels[int(panel) - 1] == label for label, panel in listed)
+    grid = grid_items(SyntheticCorpus("cm"), 1, 3, "locate")[0]
+    assert grid.kind == "grid_locate" and grid.query_text == "every object"
+    listed = [(entry[:-4], entry[-4:]) for entry in grid.answer.split(", ")]     # "blue ring", " (A)"
+    assert [label for label, _ in listed] == sorted(grid.labels)
+    assert all(f" ({LETTERS[grid.labels.index(label)]})" == letter for label, letter in listed)
+
+
 def test_grid_variants_share_the_question_and_blank_is_grey():
     corpus = SyntheticCorpus("cm")
     plain, oracle, blank = (grid_items(corpus, 10, 5, variant) for variant in ("plain", "oracle", "blank"))

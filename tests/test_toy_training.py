@@ -8,7 +8,8 @@ from transformers import AutoProcessor
 from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
-from helpers.toy.train import STAGES, conversation_batch, sample_conversations, stage_mixture
+from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, STAGES, adapted_mixture, conversation_batch,
+                               sample_conversations, stage_mixture)
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +46,16 @@ def test_stages_cover_the_run_and_mixtures_are_distributions():
         assert np.isclose(sum(mixture.values()), 1.0)
     assert stage_mixture(0.0) is STAGES[0][1] and stage_mixture(0.99) is STAGES[-1][1]
     assert stage_mixture(1.5) is STAGES[-1][1]
+
+
+def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
+    mixture = {"text": 0.5, "strip_ref": 0.25, "single_mismatched": 0.25}
+    assert adapted_mixture(mixture, {}) == mixture                          # nothing measured yet
+    solved = {"text": 0.0, "strip_ref": 1.0, "single_mismatched": LOSS_FLOOR["single_mismatched"]}
+    adapted = adapted_mixture(mixture, solved)
+    # excess loss 0 / 1 / 0 against a mean of 0.25: ref is scaled x4 (the clip), the others x1/4
+    expected = {"text": 0.5 / 4, "strip_ref": 0.25 * ADAPT_RANGE, "single_mismatched": 0.25 / 4}
+    total = sum(expected.values())
+    assert adapted == pytest.approx({kind: share / total for kind, share in expected.items()})
+    even = adapted_mixture(mixture, {"text": 0.3, "strip_ref": 0.3})        # equal loss left: unchanged
+    assert even == pytest.approx(mixture)

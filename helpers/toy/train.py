@@ -2,8 +2,10 @@
 
     .venv/bin/python -m helpers.toy.train [--steps N] [--batch-size B] [--max-minutes M]
 
-The schedule is by step, deterministic by seed; on a slow or shared CPU the `--max-minutes` budget ends
-it early (the cosine decay then follows elapsed time; the log records the steps actually run).
+The schedule is by progress, the larger of step / steps and elapsed / budget: on a slow or shared CPU
+the `--max-minutes` budget ends the run early and the stages and the cosine decay follow elapsed time
+(the log records the steps actually run). Items are deterministic by step; the task shares adapt to
+the running losses.
 
 Rebuilds tokenizer/processor/config (helpers.toy.build), trains on a mixture of every task on both
 synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to helpers/toy/training_log.csv,
@@ -11,11 +13,14 @@ saves fp32 weights + processor with `save_pretrained`, reloads the saved folder 
 writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 
 Curriculum (STAGES): single images and the text lookup first (naming teaches colour and shape
-cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") bind
-image tokens to panel numbers and cell letters while the strip questions read that binding out, then
-every task. Strip questions and grids are trained as conversations that ask the same image about each
-of its regions in turn, so one image carries up to six supervised answers. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the
-model learns to answer them at chance. What did not work is recorded in the README (toy model section).
+cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") and
+their inverses, the locate tasks ("black cross in panel 4, ...", "black cross (C), ...") bind image
+tokens to panel numbers and cell letters both ways while the strip questions read that binding out,
+then every task; within a stage each kind's share follows the loss it has left (adapted_mixture).
+Strip questions and grids are trained as conversations that ask the same image about each of its
+regions in turn, so one image carries up to six supervised answers. Mismatched and blank-image MCQ
+items carry a uniformly random correct letter, so the model learns to answer them at chance. What did
+not work is recorded in the README (toy model section).
 """
 from __future__ import annotations
 
@@ -43,17 +48,27 @@ TRAIN_SEED_BASE = 10_000
 # switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
 # images are cheap and teach colour and shape, while the option lookup starts on text (it is learned
 # late and suddenly, so it starts early); then the panels and cells are bound to their numbers and
-# letters (describe tasks, strip questions) and matched MCQ joins naming to the lookup; then every task.
-# Single-image kinds are about a quarter of a strip or grid conversation's tokens, so they get large shares.
+# letters both ways (describe: place -> object, locate: object -> place), the strip questions read
+# that binding out, and matched MCQ joins naming to the lookup; then every task. Within a stage the
+# shares adapt to the loss each kind has left (adapted_mixture). Single-image kinds are about a quarter
+# of a strip or grid conversation's tokens, so they get large shares.
 STAGES = [
-    (0.12, {"single_name": 0.6, "strip_describe": 0.2, "text": 0.1, "option_recall": 0.1}),
-    (0.35, {"single_name": 0.1, "strip_describe": 0.2, "strip_ord": 0.12, "strip_ref": 0.12,
-            "grid_describe": 0.1, "single_matched": 0.2, "text": 0.11, "option_recall": 0.05}),
-    (1.00, {"strip_describe": 0.07, "strip_ord": 0.07, "strip_ref": 0.07, "single_name": 0.04,
-            "grid_describe": 0.04, "grid": 0.10, "grid_oracle": 0.03, "grid_blank": 0.03,
-            "single_matched": 0.23, "single_mismatched": 0.05, "text": 0.15, "option_recall": 0.12}),
+    (0.12, {"single_name": 0.5, "strip_describe": 0.15, "strip_locate": 0.1, "text": 0.1, "option_recall": 0.15}),
+    (0.35, {"single_name": 0.08, "strip_describe": 0.12, "strip_locate": 0.12, "strip_ord": 0.1,
+            "strip_ref": 0.1, "grid_describe": 0.07, "grid_locate": 0.08, "single_matched": 0.15,
+            "text": 0.1, "option_recall": 0.08}),
+    (1.00, {"strip_describe": 0.05, "strip_locate": 0.06, "strip_ord": 0.08, "strip_ref": 0.08,
+            "single_name": 0.04, "grid_describe": 0.03, "grid_locate": 0.05, "grid": 0.10, "grid_oracle": 0.04,
+            "grid_blank": 0.03, "single_matched": 0.18, "single_mismatched": 0.05, "text": 0.13,
+            "option_recall": 0.08}),
 ]
 PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
+# The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
+# random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
+LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 2}
+ADAPT_RANGE = 4.0              # a kind's share moves between 1/4 and 4 x its stage share
+PEAK_HOLD = 0.2               # share of the progress at the peak learning rate before the cosine decay
+LOSS_MEMORY = 0.9              # running per-kind loss: memory x old + (1 - memory) x this step's
 
 
 def stage_mixture(progress: float) -> dict:
@@ -111,37 +126,53 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
     return dict(encoded), answer_weight, prompt
 
 
-def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, float]:
+def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, dict]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
     in length; padding them together would waste most of the compute). Loss: the mean over the step's
     answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
     MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
-    loss on the other text tokens, a dense signal for the position-reading heads. Returns (loss,
-    answer loss)."""
+    loss on the other text tokens, a dense signal for the position-reading heads. Returns the loss and
+    {kind: mean answer loss per turn}."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
-    batches = [conversation_batch(processor, group) for group in by_kind.values()]
+    batches = {kind: conversation_batch(processor, group) for kind, group in by_kind.items()}
     n_turns = sum(len(turns) for turns in conversations)
-    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches)
-    total = answer_total = 0.0
-    for inputs, answer_weight, prompt in batches:
+    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches.values())
+    total, turn_loss = 0.0, {}
+    for kind, (inputs, answer_weight, prompt) in batches.items():
         logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
         token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
                                                        reduction="none")    # [b, T-1]
-        answer_loss = (token_loss * answer_weight[:, 1:]).sum() / n_turns
-        loss = answer_loss + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
+        answer_sum = (token_loss * answer_weight[:, 1:]).sum()
+        loss = answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
         loss.backward()
-        total, answer_total = total + loss.item(), answer_total + answer_loss.item()
-    return total, answer_total
+        total += loss.item()
+        turn_loss[kind] = answer_sum.item() / sum(len(turns) for turns in by_kind[kind])
+    return total, turn_loss
+
+
+def adapted_mixture(mixture: dict, turn_loss: dict) -> dict:
+    """`mixture` with each kind's share scaled by the answer loss it has left (its running loss per turn
+    above LOSS_FLOOR) relative to the mixture's mean, the scale clipped to [1/ADAPT_RANGE, ADAPT_RANGE]:
+    solved kinds give their compute to the unsolved ones but stay in (a forgotten kind's loss rises and
+    its share with it). Kinds without a running loss yet keep their share."""
+    excess = {kind: max(turn_loss[kind] - LOSS_FLOOR.get(kind, 0.0), 0.0) for kind in mixture if kind in turn_loss}
+    mean = sum(mixture[kind] * e for kind, e in excess.items()) / max(sum(mixture[kind] for kind in excess), 1e-12)
+    if mean <= 0:
+        return mixture
+    scale = {kind: min(ADAPT_RANGE, max(1 / ADAPT_RANGE, excess[kind] / mean)) if kind in excess else 1.0
+             for kind in mixture}
+    total = sum(mixture[kind] * scale[kind] for kind in mixture)
+    return {kind: mixture[kind] * scale[kind] / total for kind in mixture}
 
 
 def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
-    """Linear warmup over `warmup` steps, the peak until half the progress (the lookups are learned late
-    and suddenly, at a high rate), then cosine from peak to peak/10 as progress goes 0.5 -> 1."""
+    """Linear warmup over `warmup` steps, the peak until PEAK_HOLD of the progress, then cosine from peak
+    to peak/10 as progress goes PEAK_HOLD -> 1."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    decay = max(0.0, min(1.0, progress) - 0.5) / 0.5
+    decay = max(0.0, min(1.0, progress) - PEAK_HOLD) / (1 - PEAK_HOLD)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * decay)))
 
 
@@ -156,7 +187,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=24)
-    parser.add_argument("--lr", type=float, default=1.5e-3)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--max-minutes", type=float, default=42.0,
                         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
@@ -173,7 +204,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
 
     start = time.time()
-    log_rows = []
+    log_rows, running_loss = [], {}
     for step in range(args.steps):
         progress = max(step / args.steps, (time.time() - start) / (60 * args.max_minutes))
         if progress >= 1:
@@ -183,12 +214,16 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
         optimizer.zero_grad()
-        loss, answer_loss = training_step(model, processor, sample_conversations(step, args.batch_size,
-                                                                                 stage_mixture(progress)))
+        mixture = adapted_mixture(stage_mixture(progress), running_loss)
+        loss, turn_loss = training_step(model, processor, sample_conversations(step, args.batch_size, mixture))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        row = {"step": step + 1, "loss": round(loss, 5), "answer_loss": round(answer_loss, 5), "lr": optimizer.param_groups[0]["lr"],
-               "elapsed_s": round(time.time() - start, 1)}
+        for kind, value in turn_loss.items():
+            running_loss[kind] = value if kind not in running_loss else (
+                LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
+        row = {"step": step + 1, "loss": round(loss, 5), "lr": optimizer.param_groups[0]["lr"],
+               "elapsed_s": round(time.time() - start, 1),
+               **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())}}
         if (step + 1) % args.eval_every == 0:
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
