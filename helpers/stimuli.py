@@ -330,8 +330,8 @@ GRID_LAYOUT = "The image is a 2x2 grid: top left (A), top right (B), bottom left
 
 
 def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, tuple[int, int]]:
-    """(prompt, query span) of the grid question about cell index `correct` (for "describe": the request
-    to name every cell)."""
+    """(prompt, query span) of the grid question about cell index `correct` (for "describe" / "locate":
+    the request to name / locate every cell's object)."""
     if variant == "describe":
         prompt = f"{GRID_LAYOUT} Name every cell with its letter."
         return prompt, _span(prompt, "every cell")
@@ -367,8 +367,7 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
     if variant not in GRID_VARIANTS:
         raise ValueError(f"grid variant {variant!r} is not one of {GRID_VARIANTS}")
     _need_classes(corpus, 4, "a 2x2 grid of four options")
-    kind = {"plain": "grid", "oracle": "grid_oracle", "blank": "grid_blank", "describe": "grid_describe",
-            "locate": "grid_locate"}[variant]
+    kind = "grid" if variant == "plain" else f"grid_{variant}"
     items = []
     for index in range(n):
         rng = _rng(seed, f"grid-{corpus.name}", index)

@@ -137,7 +137,8 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
     batches = {kind: conversation_batch(processor, group) for kind, group in by_kind.items()}
-    n_turns = sum(len(turns) for turns in conversations)
+    turns_by_kind = {kind: sum(len(turns) for turns in group) for kind, group in by_kind.items()}
+    n_turns = sum(turns_by_kind.values())
     n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches.values())
     total, turn_loss = 0.0, {}
     for kind, (inputs, answer_weight, prompt) in batches.items():
@@ -148,7 +149,7 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
         loss = answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
         loss.backward()
         total += loss.item()
-        turn_loss[kind] = answer_sum.item() / sum(len(turns) for turns in by_kind[kind])
+        turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
     return total, turn_loss
 
 
