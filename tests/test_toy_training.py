@@ -8,8 +8,10 @@ from transformers import AutoProcessor
 from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
-from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, STAGES, adapted_mixture, conversation_batch,
+from helpers.toy.train import (ADAPT_RANGE, LOOKUP_MIXTURE, LOOKUP_STAGE_MAX, LOSS_FLOOR, POSITION_TABLE_STD,
+                               QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, initialise,
                                sample_conversations, stage_mixture)
+from tests.tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +37,18 @@ def test_conversation_answers_decode_to_every_turn(processor):
     answer = weight > 0
     assert torch.allclose(weight.sum(dim=1), torch.tensor([float(len(turns)) for turns in conversations]))
     for row, turns in enumerate(conversations):
-        assert sorted(t.target for t in turns) == sorted(turns[0].boxes)          # every region asked once
+        assert all(t.target in turns[0].boxes and t.image is turns[0].image for t in turns)
         decoded = processor.tokenizer.decode(inputs["input_ids"][row][answer[row]])
         assert decoded == "".join(t.answer + "<|im_end|>" for t in turns)
+
+
+def test_follow_up_regions_are_drawn_with_replacement():
+    conversations = [c for step in range(4) for c in sample_conversations(step, 40, STAGES[-1][1])
+                     if c[0].kind in RETARGETABLE]
+    repeats = [len(turns) - len({t.target for t in turns}) for turns in conversations]
+    # six strip panels asked six times with replacement repeat one with probability 1 - 6!/6^6 = 0.985
+    assert sum(r > 0 for r in repeats) > 0.8 * len(repeats)
+    assert max(len({t.target for t in turns}) for turns in conversations) >= 4
 
 
 def test_stages_cover_the_run_and_mixtures_are_distributions():
@@ -46,6 +57,14 @@ def test_stages_cover_the_run_and_mixtures_are_distributions():
         assert np.isclose(sum(mixture.values()), 1.0)
     assert stage_mixture(0.0) is STAGES[0][1] and stage_mixture(0.99) is STAGES[-1][1]
     assert stage_mixture(1.5) is STAGES[-1][1]
+
+
+def test_lookup_opening_holds_until_learned_or_its_share_of_the_run_is_spent():
+    assert np.isclose(sum(LOOKUP_MIXTURE.values()), 1.0) and "text" in LOOKUP_MIXTURE
+    assert stage_mixture(0.0, lookup_learned=False) is LOOKUP_MIXTURE
+    assert stage_mixture(0.2, lookup_learned=False) is LOOKUP_MIXTURE       # past the first stage's end
+    assert stage_mixture(0.2, lookup_learned=True) is STAGES[1][1]
+    assert stage_mixture(LOOKUP_STAGE_MAX, lookup_learned=False) is stage_mixture(LOOKUP_STAGE_MAX)
 
 
 def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
@@ -59,3 +78,13 @@ def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
     assert adapted == pytest.approx({kind: share / total for kind, share in expected.items()})
     even = adapted_mixture(mixture, {"text": 0.3, "strip_ref": 0.3})        # equal loss left: unchanged
     assert even == pytest.approx(mixture)
+
+
+def test_initialise_sets_the_norm_gains_and_the_position_table_scale():
+    model = tiny_model("qwen3_vl", "eager")
+    initialise(model)
+    for layer in model.model.language_model.layers:
+        assert torch.all(layer.self_attn.q_norm.weight == QK_NORM_GAIN)
+        assert torch.all(layer.self_attn.k_norm.weight == QK_NORM_GAIN)
+    table = model.model.visual.pos_embed.weight
+    assert abs(table.std().item() - POSITION_TABLE_STD) < 0.1 * POSITION_TABLE_STD
