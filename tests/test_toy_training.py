@@ -8,7 +8,7 @@ from transformers import AutoProcessor
 from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
-from helpers.toy.train import (ADAPT_RANGE, LOOKUP_MIXTURE, LOOKUP_STAGE_MAX, LOSS_FLOOR, POSITION_TABLE_STD,
+from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, OPENINGS, POSITION_TABLE_STD,
                                QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, initialise,
                                sample_conversations, stage_mixture)
 from tests.tiny_models import tiny_model
@@ -55,16 +55,20 @@ def test_stages_cover_the_run_and_mixtures_are_distributions():
     assert [end for end, _ in STAGES] == sorted(end for end, _ in STAGES) and STAGES[-1][0] == 1.0
     for _, mixture in STAGES:
         assert np.isclose(sum(mixture.values()), 1.0)
-    assert stage_mixture(0.0) is STAGES[0][1] and stage_mixture(0.99) is STAGES[-1][1]
-    assert stage_mixture(1.5) is STAGES[-1][1]
+    assert stage_mixture(0.0, 0.0) is STAGES[0][1] and stage_mixture(0.99, 0.0) is STAGES[-1][1]
+    assert stage_mixture(1.5, 0.0) is STAGES[-1][1]
 
 
-def test_lookup_opening_holds_until_learned_or_its_share_of_the_run_is_spent():
-    assert np.isclose(sum(LOOKUP_MIXTURE.values()), 1.0) and "text" in LOOKUP_MIXTURE
-    assert stage_mixture(0.0, lookup_learned=False) is LOOKUP_MIXTURE
-    assert stage_mixture(0.2, lookup_learned=False) is LOOKUP_MIXTURE       # past the first stage's end
-    assert stage_mixture(0.2, lookup_learned=True) is STAGES[1][1]
-    assert stage_mixture(LOOKUP_STAGE_MAX, lookup_learned=False) is stage_mixture(LOOKUP_STAGE_MAX)
+def test_openings_are_gated_mixtures_and_the_stages_share_out_what_they_leave():
+    for opening in OPENINGS:
+        assert np.isclose(sum(opening.mixture.values()), 1.0) and opening.gate in opening.mixture
+        assert 0 < opening.learned_loss < 0.7 and 0 < opening.max_progress < 1 and opening.batch_scale >= 1
+    assert [o.max_progress for o in OPENINGS] == sorted(o.max_progress for o in OPENINGS)
+    first_end = STAGES[0][0]
+    assert stage_mixture(0.2, opening_end=0.2) is STAGES[0][1]
+    assert stage_mixture(0.2 + 0.8 * first_end - 1e-6, opening_end=0.2) is STAGES[0][1]
+    assert stage_mixture(0.2 + 0.8 * first_end + 1e-6, opening_end=0.2) is STAGES[1][1]
+    assert stage_mixture(0.999, opening_end=0.2) is STAGES[-1][1]
 
 
 def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():

@@ -12,9 +12,10 @@ synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to he
 saves fp32 weights + processor with `save_pretrained`, reloads the saved folder and
 writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 
-Curriculum: the text arm with naming and reciting the options until the option lookup is learned
-(LOOKUP_MIXTURE), then the STAGES by progress: single images and the text lookup (naming teaches
-colour and shape cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") and
+Curriculum: two OPENINGS, each until its skill is learned (a loss gate) or its share of the run is
+spent: the text arm alone until the option lookup is learned, then naming and describing at twice the
+batch until the panels are seen; then the STAGES by the progress left: single images and the text
+lookup, then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") and
 their inverses, the locate tasks ("black cross in panel 4, ...", "black cross (C), ...") bind image
 tokens to panel numbers and cell letters both ways while the strip questions read that binding out,
 then every task; within a stage each kind's share follows the loss it has left (adapted_mixture).
@@ -30,6 +31,7 @@ import csv
 import json
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -54,23 +56,43 @@ TRAIN_SEED_BASE = 10_000
 # shares adapt to the loss each kind has left (adapted_mixture). Single-image kinds are about a quarter
 # of a strip or grid conversation's tokens, so they get large shares.
 STAGES = [
-    (0.12, {"single_name": 0.5, "strip_describe": 0.15, "strip_locate": 0.1, "text": 0.1, "option_recall": 0.15}),
-    (0.35, {"single_name": 0.08, "strip_describe": 0.12, "strip_locate": 0.12, "strip_ord": 0.1,
-            "strip_ref": 0.1, "grid_describe": 0.07, "grid_locate": 0.08, "single_matched": 0.15,
-            "text": 0.1, "option_recall": 0.08}),
+    (0.12, {"single_name": 0.35, "strip_describe": 0.15, "grid_describe": 0.1, "strip_locate": 0.05,
+            "single_matched": 0.1, "text": 0.1, "option_recall": 0.15}),
+    (0.35, {"single_name": 0.08, "strip_describe": 0.1, "strip_locate": 0.1, "strip_ord": 0.1,
+            "strip_ref": 0.1, "grid_describe": 0.05, "grid_locate": 0.08, "grid": 0.08, "single_matched": 0.12,
+            "text": 0.1, "option_recall": 0.09}),
     (1.00, {"strip_describe": 0.05, "strip_locate": 0.06, "strip_ord": 0.08, "strip_ref": 0.08,
             "single_name": 0.04, "grid_describe": 0.03, "grid_locate": 0.05, "grid": 0.10, "grid_oracle": 0.04,
             "grid_blank": 0.03, "single_matched": 0.18, "single_mismatched": 0.05, "text": 0.13,
             "option_recall": 0.08}),
 ]
-# Before the stages: the option lookup (find the option the note names, answer its letter) is learned
-# suddenly after a plateau. On the text arm alone it leaves chance by step ~150; with naming and
-# reciting beside it (0.6 text) it had not by step 450. So the run opens on the text arm alone until
-# its answer loss per turn (chance ln 4 / 2 = 0.69) is below LOOKUP_LEARNED_LOSS: switching to the
-# stages at 0.3 undid the lookup within 60 steps, at 0.1 it survived.
-LOOKUP_MIXTURE = {"text": 1.0}
-LOOKUP_LEARNED_LOSS = 0.1
-LOOKUP_STAGE_MAX = 0.3         # the opening ends here even without the lookup
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A phase before the STAGES: `mixture` at `batch_scale` x the batch size until the running answer
+    loss per turn of `gate` is below `learned_loss`, or until the run's progress reaches `max_progress`."""
+    name: str
+    mixture: dict
+    gate: str
+    learned_loss: float
+    max_progress: float
+    batch_scale: int = 1
+
+
+# Two things are learned suddenly after a plateau, and only when they have most of a step to
+# themselves, so the run opens with them, one after the other:
+# - the option lookup (find the option the note names, answer its letter): on the text arm alone it
+#   left chance by step 150-1,000 (by the seed); with naming and reciting beside it (0.6 text) not by
+#   step 450. Switching on at a loss of 0.3 undid it within 60 steps, at 0.1 it survived;
+# - seeing: naming single images and describing every panel and cell. From scratch at 0.6 naming and
+#   0.4 describing, 48 items a step, the describe loss fell from 0.9 to 0.27 in 300 steps (4.5 min);
+#   at the stages' shares (about 14 such items a step) it was still 0.89 after 600 steps.
+OPENINGS = (
+    Opening("lookup", {"text": 1.0}, gate="text", learned_loss=0.1, max_progress=0.3),
+    Opening("seeing", {"single_name": 0.5, "strip_describe": 0.2, "grid_describe": 0.2, "text": 0.1},
+            gate="strip_describe", learned_loss=0.3, max_progress=0.45, batch_scale=2),
+)
 PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
@@ -82,12 +104,11 @@ QK_NORM_GAIN = 2.0             # initial query / key RMSNorm gains (see initiali
 POSITION_TABLE_STD = 0.5       # initial std of the vision tower's learned position table (see initialise)
 
 
-def stage_mixture(progress: float, lookup_learned: bool = True) -> dict:
-    """LOOKUP_MIXTURE until the option lookup is learned (or LOOKUP_STAGE_MAX of the progress is
-    spent), then the mixture of the stage that `progress` (0..1) falls in."""
-    if not lookup_learned and progress < LOOKUP_STAGE_MAX:
-        return LOOKUP_MIXTURE
-    return next(mixture for end, mixture in STAGES if progress < end or end == STAGES[-1][0])
+def stage_mixture(progress: float, opening_end: float) -> dict:
+    """The mixture of the stage the run has reached after the openings ended at `opening_end`: the
+    STAGES' ends are shares of the progress left after the openings, so a long opening skips no stage."""
+    stage_progress = (progress - opening_end) / (1 - opening_end)
+    return next(mixture for end, mixture in STAGES if stage_progress < end or end == STAGES[-1][0])
 
 
 def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list[Item]]:
@@ -237,7 +258,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
 
     start = time.time()
-    log_rows, running_loss, lookup_learned = [], {}, False
+    log_rows, running_loss, opening, opening_end = [], {}, 0, 0.0
     for step in range(args.steps):
         progress = max(step / args.steps, (time.time() - start) / (60 * args.max_minutes))
         if progress >= 1:
@@ -247,17 +268,22 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
         optimizer.zero_grad()
-        if not lookup_learned and running_loss.get("text", math.inf) < LOOKUP_LEARNED_LOSS:
-            lookup_learned = True
-            print(f"option lookup learned at step {step} ({time.time() - start:.0f} s)", flush=True)
-        mixture = adapted_mixture(stage_mixture(progress, lookup_learned), running_loss)
-        loss, turn_loss = training_step(model, processor, sample_conversations(step, args.batch_size, mixture))
+        while opening < len(OPENINGS) and (running_loss.get(OPENINGS[opening].gate, math.inf) < OPENINGS[opening].learned_loss
+                                           or progress >= OPENINGS[opening].max_progress):
+            print(f"opening {OPENINGS[opening].name!r} ended at step {step} ({time.time() - start:.0f} s)", flush=True)
+            opening, opening_end = opening + 1, progress
+        if opening < len(OPENINGS):
+            mixture, batch_size = OPENINGS[opening].mixture, args.batch_size * OPENINGS[opening].batch_scale
+        else:
+            mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
+        mixture = adapted_mixture(mixture, running_loss)
+        loss, turn_loss = training_step(model, processor, sample_conversations(step, batch_size, mixture))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
             running_loss[kind] = value if kind not in running_loss else (
                 LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
-        row = {"step": step + 1, "lookup_learned": int(lookup_learned), "loss": round(loss, 5),
+        row = {"step": step + 1, "opening": OPENINGS[opening].name if opening < len(OPENINGS) else "", "loss": round(loss, 5),
                "lr": optimizer.param_groups[0]["lr"],
                "elapsed_s": round(time.time() - start, 1),
                **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())}}
