@@ -91,15 +91,16 @@ def build_processor() -> Qwen3VLProcessor:
 
 def build_config(tokenizer) -> Qwen3VLConfig:
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    # head_dim 32 and rope theta 1e5: about 10 of the 16 frequency pairs turn less than a radian over a
-    # 60-token prompt, room for content lookups (at head_dim 16, theta 1e4 it was 4 of 8 pairs, and the
-    # option lookup sat at chance for ~3x as many steps); the two fastest pairs of height and width
-    # (0.49 / 0.24 rad per position) still tell panels and cells apart.
+    # head_dim 32 and rope theta 1e3: one image token per panel puts neighbouring panels one position
+    # apart, and the fastest height / width frequency pairs turn 0.65 / 0.42 rad per position (at theta 1e5,
+    # 0.49 / 0.24: the strip describe and ordinal lookups were 3-4x slower to start). Six of the 16 pairs
+    # still turn less than a radian over a 60-token prompt, room for content lookups (the text arm's option
+    # lookup was learned by step 266 here, 937 at theta 1e5).
     head_dim = 32
     text_config = dict(
         vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=8,
         num_attention_heads=16, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
-        rope_parameters={"rope_type": "default", "rope_theta": 100_000.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000.0,
                          "mrope_section": [8, 4, 4], "mrope_interleaved": True},   # sums to head_dim / 2
         pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
     )
