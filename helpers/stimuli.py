@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
 
 Box = tuple[int, int, int, int]
 
-PANEL_SIZE = 64            # px; Qwen3-VL's patch 16 + 2x2 merge -> 2x2 image tokens per panel
+PANEL_SIZE = 64            # px; 2x2 image tokens per panel in Qwen3-VL (32 px tokens), one in the toy (64 px)
 STRIP_PANELS = 6
 STRIP_COLUMNS = 3
 LETTERS = ("A", "B", "C", "D")
@@ -219,9 +219,9 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
     for _ in range(int(rng.integers(2, 5))):
         grey = int(rng.integers(60, 200))
         x, y = rng.uniform(0, size, size=2)
-        w, h = rng.uniform(3, size * 0.18, size=2)
+        w, h = rng.uniform(3, size * 0.12, size=2)
         draw.ellipse((x - w, y - h, x + w, y + h), fill=(grey, grey, int(grey * 0.9)))
-    r = size * rng.uniform(0.24, 0.36)
+    r = size * rng.uniform(0.27, 0.36)
     cx, cy = rng.uniform(r + 1, size - r - 1, size=2)
     shade = rng.uniform(0.8, 1.1)
     _draw_shape(draw, shape, tuple(int(min(255, v * shade)) for v in rgb), cx, cy, r)

@@ -46,7 +46,7 @@ def test_scores_match_eager_attention(random_toy, reference_answers, query):
             np.testing.assert_allclose(out[f"{source}_raw_mean"][b], to_panel.mean(-1), atol=1e-5)
             np.testing.assert_allclose(out[f"{source}_raw_max"][b], to_panel.amax(-1), atol=1e-5)
             np.testing.assert_allclose(out[f"{source}_share_mean"][b], (to_panel / to_image).mean(-1), atol=1e-4)
-    assert panel.sum(1).tolist() == [4, 4, 4]           # a 64-px panel is 2 x 2 merged image tokens
+    assert panel.sum(1).tolist() == [1, 1, 1]           # a 64-px panel is one merged image token (4x4 merge)
     assert out["answer_tokens"].min() >= 1
 
 
@@ -58,7 +58,7 @@ def test_discover_caches_per_chunk(random_toy, reference_answers, tmp_path, monk
     monkeypatch.setattr(discovery, "score_strips", lambda *a: calls.append(1))
     again = discovery.discover(lm, "cm", "ord", n_strips=3, seed=1, cache=cache, batch_size=2)
     assert calls == [] and np.array_equal(first["qsp_raw_mean"], again["qsp_raw_mean"])
-    assert first["qsp_raw_mean"].shape == (3, 10, 12)
-    assert discovery.setting_scores(first, "cm-ord-qsp").shape == (3, 10, 12)
+    assert first["qsp_raw_mean"].shape == (3, 8, 16)
+    assert discovery.setting_scores(first, "cm-ord-qsp").shape == (3, 8, 16)
     with pytest.raises(ValueError, match="key_agg='sum'.*'raw', 'share'"):
         discovery.setting_scores(first, "cm-ord-qsp", key_agg="sum")

@@ -8,8 +8,10 @@ from transformers import AutoProcessor
 from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
-from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, STAGES, adapted_mixture, conversation_batch,
+from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, OPENINGS, POSITION_TABLE_STD,
+                               QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, initialise,
                                sample_conversations, stage_mixture)
+from tests.tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +37,38 @@ def test_conversation_answers_decode_to_every_turn(processor):
     answer = weight > 0
     assert torch.allclose(weight.sum(dim=1), torch.tensor([float(len(turns)) for turns in conversations]))
     for row, turns in enumerate(conversations):
-        assert sorted(t.target for t in turns) == sorted(turns[0].boxes)          # every region asked once
+        assert all(t.target in turns[0].boxes and t.image is turns[0].image for t in turns)
         decoded = processor.tokenizer.decode(inputs["input_ids"][row][answer[row]])
         assert decoded == "".join(t.answer + "<|im_end|>" for t in turns)
+
+
+def test_follow_up_regions_are_drawn_with_replacement():
+    conversations = [c for step in range(4) for c in sample_conversations(step, 40, STAGES[-1][1])
+                     if c[0].kind in RETARGETABLE]
+    repeats = [len(turns) - len({t.target for t in turns}) for turns in conversations]
+    # six strip panels asked six times with replacement repeat one with probability 1 - 6!/6^6 = 0.985
+    assert sum(r > 0 for r in repeats) > 0.8 * len(repeats)
+    assert max(len({t.target for t in turns}) for turns in conversations) >= 4
 
 
 def test_stages_cover_the_run_and_mixtures_are_distributions():
     assert [end for end, _ in STAGES] == sorted(end for end, _ in STAGES) and STAGES[-1][0] == 1.0
     for _, mixture in STAGES:
         assert np.isclose(sum(mixture.values()), 1.0)
-    assert stage_mixture(0.0) is STAGES[0][1] and stage_mixture(0.99) is STAGES[-1][1]
-    assert stage_mixture(1.5) is STAGES[-1][1]
+    assert stage_mixture(0.0, 0.0) is STAGES[0][1] and stage_mixture(0.99, 0.0) is STAGES[-1][1]
+    assert stage_mixture(1.5, 0.0) is STAGES[-1][1]
+
+
+def test_openings_are_gated_mixtures_and_the_stages_share_out_what_they_leave():
+    for opening in OPENINGS:
+        assert np.isclose(sum(opening.mixture.values()), 1.0) and opening.gate in opening.mixture
+        assert 0 < opening.learned_loss < 0.7 and 0 < opening.max_progress < 1 and opening.batch_scale >= 1
+    assert [o.max_progress for o in OPENINGS] == sorted(o.max_progress for o in OPENINGS)
+    first_end = STAGES[0][0]
+    assert stage_mixture(0.2, opening_end=0.2) is STAGES[0][1]
+    assert stage_mixture(0.2 + 0.8 * first_end - 1e-6, opening_end=0.2) is STAGES[0][1]
+    assert stage_mixture(0.2 + 0.8 * first_end + 1e-6, opening_end=0.2) is STAGES[1][1]
+    assert stage_mixture(0.999, opening_end=0.2) is STAGES[-1][1]
 
 
 def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
@@ -59,3 +82,13 @@ def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
     assert adapted == pytest.approx({kind: share / total for kind, share in expected.items()})
     even = adapted_mixture(mixture, {"text": 0.3, "strip_ref": 0.3})        # equal loss left: unchanged
     assert even == pytest.approx(mixture)
+
+
+def test_initialise_sets_the_norm_gains_and_the_position_table_scale():
+    model = tiny_model("qwen3_vl", "eager")
+    initialise(model)
+    for layer in model.model.language_model.layers:
+        assert torch.all(layer.self_attn.q_norm.weight == QK_NORM_GAIN)
+        assert torch.all(layer.self_attn.k_norm.weight == QK_NORM_GAIN)
+    table = model.model.visual.pos_embed.weight
+    assert abs(table.std().item() - POSITION_TABLE_STD) < 0.1 * POSITION_TABLE_STD

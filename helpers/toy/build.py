@@ -4,9 +4,11 @@
   pre-tokenizer regex as Qwen's, wrapped as `Qwen2Tokenizer` and given Qwen's special tokens;
 - chat template: Qwen's message format (<|im_start|>role ... <|im_end|>, images as
   <|vision_start|><|image_pad|><|vision_end|>), written here;
-- processor: `Qwen3VLProcessor` with an image processor sized for small images (patch 16, merge 2,
-  i.e. one image token per 32x32 pixels) and the video processor it requires;
-- config: `Qwen3VLConfig`, 10 text layers x 12 query heads (4 key/value heads), a 4-block vision tower.
+- processor: `Qwen3VLProcessor` with an image processor sized for small images (patch 16, merge 4,
+  i.e. one image token per 64x64 pixels: one per strip panel, grid cell or single image) and the video
+  processor it requires;
+- config: `Qwen3VLConfig`, 8 text layers x 16 query heads (4 key/value heads, head_dim 32), a 4-block
+  vision tower of width 64 (its patch merger sees a whole panel's 4x4 patches) with one deepstack layer.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start
 QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                     r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 BPE_VOCAB_SIZE = 400          # bytes (256) + merges; most task words end up as one or two tokens
-PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 2, 2
-MIN_PIXELS, MAX_PIXELS = 32 * 32, 512 * 512   # one to 256 image tokens; our stimuli are 64-192 px
+PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 4, 2
+MIN_PIXELS, MAX_PIXELS = 64 * 64, 512 * 512   # one to 64 image tokens; our stimuli are 64-192 px
 
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -89,18 +91,27 @@ def build_processor() -> Qwen3VLProcessor:
 
 def build_config(tokenizer) -> Qwen3VLConfig:
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    head_dim = 16
+    # head_dim 32 and rope theta 1e3: one image token per panel puts neighbouring panels one position
+    # apart, and the fastest height / width frequency pairs turn 0.65 / 0.42 rad per position (at theta 1e5,
+    # 0.49 / 0.24: the strip describe and ordinal lookups were 3-4x slower to start). Six of the 16 pairs
+    # still turn less than a radian over a 60-token prompt, room for content lookups (the text arm's option
+    # lookup was learned by step 266 here, 937 at theta 1e5).
+    head_dim = 32
     text_config = dict(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=10,
-        num_attention_heads=12, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0,   # 3-4 of 8 frequency pairs nearly still over a prompt: content lookups
-                         "mrope_section": [4, 2, 2], "mrope_interleaved": True},   # sums to head_dim / 2
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=8,
+        num_attention_heads=16, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000.0,
+                         "mrope_section": [8, 4, 4], "mrope_interleaved": True},   # sums to head_dim / 2
         pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
     )
+    # Merge 4 (one token per panel) rather than Qwen's 2 (four tokens per panel): with one token holding a
+    # whole object, its colour, shape and place sit in one vector, and "which panel shows X" is a lookup
+    # over 6 tokens, not 24 partial ones. The merger's width is hidden x merge^2, so the tower is 64 wide
+    # and keeps one deepstack layer (three mergers at width 128 would be 13 M parameters).
     vision_config = dict(
-        depth=4, hidden_size=128, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
+        depth=4, hidden_size=64, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
         spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=128,
-        num_position_embeddings=256, deepstack_visual_indexes=[1, 3],
+        num_position_embeddings=256, deepstack_visual_indexes=[2],
     )
     return Qwen3VLConfig(
         text_config=text_config, vision_config=vision_config, image_token_id=ids["<|image_pad|>"],

@@ -12,14 +12,16 @@ synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to he
 saves fp32 weights + processor with `save_pretrained`, reloads the saved folder and
 writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
 
-Curriculum (STAGES): single images and the text lookup first (naming teaches colour and shape
-cheaply), then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") and
+Curriculum: two OPENINGS, each until its skill is learned (a loss gate) or its share of the run is
+spent: the text arm alone until the option lookup is learned, then naming and describing at twice the
+batch until the panels are seen; then the STAGES by the progress left: single images and the text
+lookup, then the describe tasks (answers "1 <label> 2 <label> ...", "A <label> B <label> ...") and
 their inverses, the locate tasks ("black cross in panel 4, ...", "black cross (C), ...") bind image
 tokens to panel numbers and cell letters both ways while the strip questions read that binding out,
 then every task; within a stage each kind's share follows the loss it has left (adapted_mixture).
-Strip questions and grids are trained as conversations that ask the same image about each of its
-regions in turn, so one image carries up to six supervised answers. Mismatched and blank-image MCQ
-items carry a uniformly random correct letter, so the model learns to answer them at chance. What did
+Strip questions and grids are trained as conversations that ask the same image about as many regions
+as it has, drawn with replacement, so one image carries up to six supervised answers and no answer
+follows by elimination. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the model learns to answer them at chance. What did
 not work is recorded in the README (toy model section).
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ import csv
 import json
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -53,15 +56,43 @@ TRAIN_SEED_BASE = 10_000
 # shares adapt to the loss each kind has left (adapted_mixture). Single-image kinds are about a quarter
 # of a strip or grid conversation's tokens, so they get large shares.
 STAGES = [
-    (0.12, {"single_name": 0.5, "strip_describe": 0.15, "strip_locate": 0.1, "text": 0.1, "option_recall": 0.15}),
-    (0.35, {"single_name": 0.08, "strip_describe": 0.12, "strip_locate": 0.12, "strip_ord": 0.1,
-            "strip_ref": 0.1, "grid_describe": 0.07, "grid_locate": 0.08, "single_matched": 0.15,
-            "text": 0.1, "option_recall": 0.08}),
+    (0.12, {"single_name": 0.35, "strip_describe": 0.15, "grid_describe": 0.1, "strip_locate": 0.05,
+            "single_matched": 0.1, "text": 0.1, "option_recall": 0.15}),
+    (0.35, {"single_name": 0.08, "strip_describe": 0.1, "strip_locate": 0.1, "strip_ord": 0.1,
+            "strip_ref": 0.1, "grid_describe": 0.05, "grid_locate": 0.08, "grid": 0.08, "single_matched": 0.12,
+            "text": 0.1, "option_recall": 0.09}),
     (1.00, {"strip_describe": 0.05, "strip_locate": 0.06, "strip_ord": 0.08, "strip_ref": 0.08,
             "single_name": 0.04, "grid_describe": 0.03, "grid_locate": 0.05, "grid": 0.10, "grid_oracle": 0.04,
             "grid_blank": 0.03, "single_matched": 0.18, "single_mismatched": 0.05, "text": 0.13,
             "option_recall": 0.08}),
 ]
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A phase before the STAGES: `mixture` at `batch_scale` x the batch size until the running answer
+    loss per turn of `gate` is below `learned_loss`, or until the run's progress reaches `max_progress`."""
+    name: str
+    mixture: dict
+    gate: str
+    learned_loss: float
+    max_progress: float
+    batch_scale: int = 1
+
+
+# Two things are learned suddenly after a plateau, and only when they have most of a step to
+# themselves, so the run opens with them, one after the other:
+# - the option lookup (find the option the note names, answer its letter): on the text arm alone it
+#   left chance by step 150-1,000 (by the seed); with naming and reciting beside it (0.6 text) not by
+#   step 450. Switching on at a loss of 0.3 undid it within 60 steps, at 0.1 it survived;
+# - seeing: naming single images and describing every panel and cell. From scratch at 0.6 naming and
+#   0.4 describing, 48 items a step, the describe loss fell from 0.9 to 0.27 in 300 steps (4.5 min);
+#   at the stages' shares (about 14 such items a step) it was still 0.89 after 600 steps.
+OPENINGS = (
+    Opening("lookup", {"text": 1.0}, gate="text", learned_loss=0.1, max_progress=0.3),
+    Opening("seeing", {"single_name": 0.5, "strip_describe": 0.2, "grid_describe": 0.2, "text": 0.1},
+            gate="strip_describe", learned_loss=0.3, max_progress=0.45, batch_scale=2),
+)
 PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
@@ -69,17 +100,25 @@ LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 
 ADAPT_RANGE = 4.0              # a kind's share moves between 1/4 and 4 x its stage share
 PEAK_HOLD = 0.2               # share of the progress at the peak learning rate before the cosine decay
 LOSS_MEMORY = 0.9              # running per-kind loss: memory x old + (1 - memory) x this step's
+QK_NORM_GAIN = 2.0             # initial query / key RMSNorm gains (see initialise)
+# The vision tower's position table: drawn at this std (see initialise) and then frozen. Trained, it was
+# washed out: a linear probe told a strip token's panel from the language model's input 1.00 at
+# initialisation and 0.21 after a full run (chance 0.17), leaving "which panel shows X" no place to read.
+POSITION_TABLE_STD = 0.5
 
 
-def stage_mixture(progress: float) -> dict:
-    """The mixture of the stage that `progress` (0..1) falls in."""
-    return next(mixture for end, mixture in STAGES if progress < end or end == STAGES[-1][0])
+def stage_mixture(progress: float, opening_end: float) -> dict:
+    """The mixture of the stage the run has reached after the openings ended at `opening_end`: the
+    STAGES' ends are shares of the progress left after the openings, so a long opening skips no stage."""
+    stage_progress = (progress - opening_end) / (1 - opening_end)
+    return next(mixture for end, mixture in STAGES if stage_progress < end or end == STAGES[-1][0])
 
 
 def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list[Item]]:
     """Fresh items for one step, kind counts drawn from `mixture`, corpus cm or co per kind. A strip
     question or a plain / oracle grid becomes a conversation: the item, then the same image asked about
-    every other region in a shuffled order (one image, up to six supervised answers)."""
+    as many more regions, drawn with replacement (one image, up to six supervised answers; no turn can
+    be answered by elimination, a repeated question by its earlier turn)."""
     rng = np.random.default_rng([TRAIN_SEED_BASE, step])
     kinds = list(mixture)
     counts = rng.multinomial(batch_size, [mixture[k] for k in kinds])
@@ -88,9 +127,8 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
         n_cm = int(rng.binomial(count, 0.5))
         for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
             for item in build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
-                asked = list(item.boxes).index(item.target)
-                others = [i for i in rng.permutation(len(item.boxes)) if i != asked]
-                conversations.append([item] + ([retarget(item, int(i)) for i in others] if kind in RETARGETABLE else []))
+                follow_ups = rng.integers(len(item.boxes), size=len(item.boxes) - 1)
+                conversations.append([item] + ([retarget(item, int(i)) for i in follow_ups] if kind in RETARGETABLE else []))
     return conversations
 
 
@@ -168,6 +206,23 @@ def adapted_mixture(mixture: dict, turn_loss: dict) -> dict:
     return {kind: mixture[kind] * scale[kind] / total for kind in mixture}
 
 
+def initialise(model):
+    """Two departures from the default initialisation (std 0.02 everywhere, norm gains 1), both saved in
+    the weights, so the model loads as a plain Qwen3-VL:
+    - QK-norm gains QK_NORM_GAIN: RMS-normed queries and keys cap an attention logit at
+      gain^2 x sqrt(head_dim); at gain 1 a content lookup cannot focus on one option among ~60 tokens,
+      and AdamW grows the gains by ~lr per step (the shipped run's were 1.1-1.5 after 2,110 steps);
+    - the vision tower's position table at POSITION_TABLE_STD: at std 0.02 a panel's or cell's place
+      is not linearly decodable from its image tokens at the language model's input (cell probe 0.32 on
+      fresh grids, chance 0.25), at 0.3 it is (0.93), so "which cell shows X" can be read off the
+      matched tokens instead of being rebuilt from rotary positions inside the language model."""
+    with torch.no_grad():
+        for layer in model.model.language_model.layers:
+            layer.self_attn.q_norm.weight.fill_(QK_NORM_GAIN)
+            layer.self_attn.k_norm.weight.fill_(QK_NORM_GAIN)
+        model.model.visual.pos_embed.weight.normal_(0.0, POSITION_TABLE_STD)
+
+
 def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
     """Linear warmup over `warmup` steps, the peak until PEAK_HOLD of the progress, then cosine from peak
     to peak/10 as progress goes PEAK_HOLD -> 1."""
@@ -201,11 +256,13 @@ def main():
 
     processor = build_processor()
     model = Qwen3VLForConditionalGeneration(build_config(processor.tokenizer))
+    initialise(model)
+    model.model.visual.pos_embed.weight.requires_grad_(False)   # see POSITION_TABLE_STD
     print(f"params: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M", flush=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
 
     start = time.time()
-    log_rows, running_loss = [], {}
+    log_rows, running_loss, opening, opening_end = [], {}, 0, 0.0
     for step in range(args.steps):
         progress = max(step / args.steps, (time.time() - start) / (60 * args.max_minutes))
         if progress >= 1:
@@ -215,14 +272,23 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
         optimizer.zero_grad()
-        mixture = adapted_mixture(stage_mixture(progress), running_loss)
-        loss, turn_loss = training_step(model, processor, sample_conversations(step, args.batch_size, mixture))
+        while opening < len(OPENINGS) and (running_loss.get(OPENINGS[opening].gate, math.inf) < OPENINGS[opening].learned_loss
+                                           or progress >= OPENINGS[opening].max_progress):
+            print(f"opening {OPENINGS[opening].name!r} ended at step {step} ({time.time() - start:.0f} s)", flush=True)
+            opening, opening_end = opening + 1, progress
+        if opening < len(OPENINGS):
+            mixture, batch_size = OPENINGS[opening].mixture, args.batch_size * OPENINGS[opening].batch_scale
+        else:
+            mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
+        mixture = adapted_mixture(mixture, running_loss)
+        loss, turn_loss = training_step(model, processor, sample_conversations(step, batch_size, mixture))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
             running_loss[kind] = value if kind not in running_loss else (
                 LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
-        row = {"step": step + 1, "loss": round(loss, 5), "lr": optimizer.param_groups[0]["lr"],
+        row = {"step": step + 1, "opening": OPENINGS[opening].name if opening < len(OPENINGS) else "", "loss": round(loss, 5),
+               "lr": optimizer.param_groups[0]["lr"],
                "elapsed_s": round(time.time() - start, 1),
                **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())}}
         if (step + 1) % args.eval_every == 0:
