@@ -16,7 +16,7 @@ from dataclasses import replace
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from helpers.inputs import render_prompt
+from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import SyntheticCorpus, build_items
 from helpers.toy.evaluate import answer_exact_match
@@ -26,9 +26,7 @@ PREFIXES = ("", "Look. ", "Look at the image. ", "Look at the image now, please.
 
 def image_token_states(model, processor, items) -> list[torch.Tensor]:
     """Per layer (input embeddings first), the hidden states of the items' image tokens: [n, tokens, d]."""
-    processor.tokenizer.padding_side = "left"
-    inputs = processor(text=[render_prompt(processor, item) for item in items], images=[item.image for item in items],
-                       padding=True, return_tensors="pt")
+    inputs = build_batch(processor, items).inputs
     with torch.no_grad():
         hidden = model(**inputs, output_hidden_states=True).hidden_states
     image = inputs["input_ids"] == processor.image_token_id                 # [n, T]
@@ -60,6 +58,7 @@ def strips(seed: int, n: int) -> list:
 def main():
     source = sys.argv[1] if len(sys.argv) > 1 else TOY_MODEL
     torch.set_num_threads(1)
+    torch.manual_seed(0)                                                   # the probes start from a fixed draw
     model = AutoModelForImageTextToText.from_pretrained(source).eval()
     processor = AutoProcessor.from_pretrained(source)
     train, test = image_token_states(model, processor, strips(1, 120)), image_token_states(model, processor, strips(2, 120))

@@ -21,8 +21,9 @@ tokens to panel numbers and cell letters both ways while the strip questions rea
 then every task; within a stage each kind's share follows the loss it has left (adapted_mixture).
 Strip questions and grids are trained as conversations that ask the same image about as many regions
 as it has, drawn with replacement, so one image carries up to six supervised answers and no answer
-follows by elimination. Mismatched and blank-image MCQ items carry a uniformly random correct letter, so the model learns to answer them at chance. What did
-not work is recorded in the README (toy model section).
+follows by elimination. Mismatched and blank-image MCQ items carry a uniformly random correct letter,
+so the model learns to answer them at chance. What did not work is recorded in the README (toy model
+section).
 """
 from __future__ import annotations
 
@@ -211,7 +212,7 @@ def initialise(model):
     the weights, so the model loads as a plain Qwen3-VL:
     - QK-norm gains QK_NORM_GAIN: RMS-normed queries and keys cap an attention logit at
       gain^2 x sqrt(head_dim); at gain 1 a content lookup cannot focus on one option among ~60 tokens,
-      and AdamW grows the gains by ~lr per step (the shipped run's were 1.1-1.5 after 2,110 steps);
+      and AdamW grows the gains by ~lr per step (the 10 x 12-head model's were 1.1-1.5 after 2,110 steps);
     - the vision tower's position table at POSITION_TABLE_STD: at std 0.02 a panel's or cell's place
       is not linearly decodable from its image tokens at the language model's input (cell probe 0.32 on
       fresh grids, chance 0.25), at 0.3 it is (0.93), so "which cell shows X" can be read off the
