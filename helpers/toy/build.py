@@ -100,7 +100,7 @@ def build_config(tokenizer) -> Qwen3VLConfig:
     text_config = dict(
         vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=8,
         num_attention_heads=16, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
-        rope_parameters={"rope_type": "default", "rope_theta": 1_000.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0,
                          "mrope_section": [8, 4, 4], "mrope_interleaved": True},   # sums to head_dim / 2
         pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
     )

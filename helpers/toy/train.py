@@ -95,6 +95,12 @@ OPENINGS = (
             gate="strip_describe", learned_loss=0.3, max_progress=0.45, batch_scale=2),
 )
 PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
+# Each image token, as the vision tower hands it to the language model, is read through the final norm
+# and the tied output head and must name its region's class words and its place (the panel's digit or
+# the cell's letter): the words the questions use. Then "what is in panel 3" and "which cell shows the
+# red star" are matches of a word to a token that carries it, and the answer copies the matched token's
+# other words (see image_word_loss).
+IMAGE_WORD_WEIGHT = 0.5
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
 LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 2}
@@ -165,13 +171,42 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
     return dict(encoded), answer_weight, prompt
 
 
+def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[int]]:
+    """Per image token of the batch (images in batch order, each image's tokens in reading order: panels
+    1-6, cells A-D, or the single image): the token ids it must name, its region's class words (none on a
+    blank grid) and its place, the panel's digit or the cell's letter (none for a single image)."""
+    targets = []
+    for turns in conversations:
+        item = turns[0]
+        for region, label in zip(item.boxes, item.labels):
+            words = [] if item.kind == "grid_blank" else tokenizer.encode(f" {label}")
+            place = region.removeprefix("panel ") if region != "image" else ""
+            targets.append(words + (tokenizer.encode(place) if place else []))
+    return targets
+
+
+def image_word_loss(model, image_tokens: torch.Tensor, targets: list[list[int]]) -> torch.Tensor:
+    """Summed over image tokens: the mean cross-entropy of each token's target words, read from the
+    token (`image_tokens` [N, hidden], the vision tower's merged output) through the language model's
+    final norm and tied output head."""
+    if image_tokens.shape[0] != len(targets):
+        raise ValueError(f"{image_tokens.shape[0]} image tokens but {len(targets)} regions: one token per region expected")
+    log_probs = model.lm_head(model.model.language_model.norm(image_tokens)).log_softmax(dim=-1)   # [N, V]
+    width = max(len(t) for t in targets)
+    ids = torch.tensor([t + [0] * (width - len(t)) for t in targets])                            # [N, K]
+    present = torch.tensor([[1.0] * len(t) + [0.0] * (width - len(t)) for t in targets])         # [N, K]
+    picked = log_probs.gather(1, ids) * present
+    return -(picked.sum(dim=1) / present.sum(dim=1).clamp(min=1)).sum()
+
+
 def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, dict]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
     in length; padding them together would waste most of the compute). Loss: the mean over the step's
     answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
     MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
-    loss on the other text tokens, a dense signal for the position-reading heads. Returns the loss and
-    {kind: mean answer loss per turn}."""
+    loss on the other text tokens, a dense signal for the position-reading heads, plus IMAGE_WORD_WEIGHT x
+    the mean image-word loss per image token. Returns the loss and {kind: mean answer loss per turn,
+    "image_words": mean image-word loss per image token}."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
@@ -179,16 +214,28 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
     turns_by_kind = {kind: sum(len(turns) for turns in group) for kind, group in by_kind.items()}
     n_turns = sum(turns_by_kind.values())
     n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches.values())
-    total, turn_loss = 0.0, {}
-    for kind, (inputs, answer_weight, prompt) in batches.items():
-        logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
-        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
-                                                       reduction="none")    # [b, T-1]
-        answer_sum = (token_loss * answer_weight[:, 1:]).sum()
-        loss = answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
-        loss.backward()
-        total += loss.item()
-        turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
+    targets = {kind: image_word_targets(processor.tokenizer, group) for kind, group in by_kind.items()}
+    n_image_tokens = sum(len(t) for t in targets.values())
+    merged = []
+    hook = model.model.visual.register_forward_hook(lambda module, args, output: merged.append(output.pooler_output))
+    total, turn_loss, word_sum = 0.0, {}, 0.0
+    try:
+        for kind, (inputs, answer_weight, prompt) in batches.items():
+            merged.clear()
+            logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
+            token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
+                                                           reduction="none")    # [b, T-1]
+            answer_sum = (token_loss * answer_weight[:, 1:]).sum()
+            word_loss = image_word_loss(model, merged[0], targets[kind])
+            loss = (answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
+                    + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens)
+            loss.backward()
+            total += loss.item()
+            turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
+            word_sum += word_loss.item()
+    finally:
+        hook.remove()
+    turn_loss["image_words"] = word_sum / n_image_tokens
     return total, turn_loss
 
 
