@@ -9,8 +9,8 @@ from helpers.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
 from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, OPENINGS, POSITION_TABLE_STD,
-                               QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, initialise,
-                               sample_conversations, stage_mixture)
+                               QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, image_word_loss,
+                               image_word_targets, initialise, sample_conversations, stage_mixture)
 from tests.tiny_models import tiny_model
 
 
@@ -92,3 +92,28 @@ def test_initialise_sets_the_norm_gains_and_the_position_table_scale():
         assert torch.all(layer.self_attn.k_norm.weight == QK_NORM_GAIN)
     table = model.model.visual.pos_embed.weight
     assert abs(table.std().item() - POSITION_TABLE_STD) < 0.1 * POSITION_TABLE_STD
+
+
+def test_image_word_targets_name_each_regions_class_and_place(processor):
+    tokenizer = processor.tokenizer
+    strip, grid, blank, single = (build_items(kind, SyntheticCorpus("co"), 1, 3)[0]
+                                  for kind in ("strip_ord", "grid", "grid_blank", "single_matched"))
+    targets = image_word_targets(tokenizer, [[strip], [grid], [blank], [single]])
+    assert len(targets) == 6 + 4 + 4 + 1                                 # one per image token
+    decoded = [tokenizer.decode(t) for t in targets]
+    assert decoded[:6] == [f" {label}{i + 1}" for i, label in enumerate(strip.labels)]
+    assert decoded[6:10] == [f" {label}{letter}" for label, letter in zip(grid.labels, "ABCD")]
+    assert decoded[10:14] == list("ABCD")                               # a blank grid: places only
+    assert decoded[14] == f" {single.labels[0]}"
+
+
+def test_image_word_loss_is_the_mean_target_cross_entropy_per_token():
+    model = tiny_model("qwen3_vl", "eager")
+    hidden = model.config.text_config.hidden_size
+    tokens = torch.randn(3, hidden)                                       # [N, hidden]
+    targets = [[5, 7], [2], [9, 1, 4]]
+    log_probs = model.lm_head(model.model.language_model.norm(tokens)).log_softmax(-1)
+    expected = -sum(log_probs[i, t].mean() for i, t in enumerate(targets))
+    assert torch.allclose(image_word_loss(model, tokens, targets), expected)
+    with pytest.raises(ValueError, match="3 image tokens but 2 regions"):
+        image_word_loss(model, tokens, targets[:2])
