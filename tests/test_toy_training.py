@@ -21,7 +21,7 @@ def processor():
 
 def test_single_turn_masks_equal_build_batch(processor):
     items = build_items("text", SyntheticCorpus("cm"), 3, 0) + build_items("grid", SyntheticCorpus("co"), 2, 0)
-    inputs, weight, prompt = conversation_batch(processor, [[item] for item in items])
+    inputs, weight, prompt, _ = conversation_batch(processor, [[item] for item in items])
     answer = weight > 0
     reference = build_batch(processor, items, answers=[item.answer for item in items])
     # a conversation closes every turn with a newline after <|im_end|>: one more (unscored) column
@@ -33,7 +33,7 @@ def test_single_turn_masks_equal_build_batch(processor):
 def test_conversation_answers_decode_to_every_turn(processor):
     conversations = [c for c in sample_conversations(5, 40, STAGES[-1][1]) if c[0].kind in RETARGETABLE][:3]
     assert conversations and all(len(c) == len(c[0].boxes) for c in conversations)
-    inputs, weight, _ = conversation_batch(processor, conversations)
+    inputs, weight, _, _ = conversation_batch(processor, conversations)
     answer = weight > 0
     assert torch.allclose(weight.sum(dim=1), torch.tensor([float(len(turns)) for turns in conversations]))
     for row, turns in enumerate(conversations):

@@ -101,6 +101,14 @@ PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the 
 # red star" are matches of a word to a token that carries it, and the answer copies the matched token's
 # other words (see image_word_loss).
 IMAGE_WORD_WEIGHT = 0.5
+# Every mention of a shown object in a strip or grid conversation (its label's last token, in prompts and
+# answers) must name the object's place (panel digit or cell letter) from the hidden state after
+# PLACE_LAYER layers, read through the final norm and the tied head: the object word itself is the query
+# that finds its image token, and the place sits at the mention for later layers to gather (the answer's
+# letter after "Which cell shows the red star? Answer with the letter.", the digit after "... in panel").
+# Without it, that lookup sat at chance through whole runs while the place -> object lookups formed.
+PLACE_WORD_WEIGHT = 0.5
+PLACE_LAYER = 4
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
 LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 2}
@@ -139,14 +147,31 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
     return conversations
 
 
-def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict, torch.Tensor, torch.Tensor]:
+def place_word_spans(turns: list[Item], text: str) -> list[tuple[int, int]]:
+    """(char end of the mention, region index) of every mention of a shown object's label in a strip or
+    grid conversation's `text` (single images have no place; a blank grid shows none of its labels)."""
+    item = turns[0]
+    if not item.kind.startswith(("strip", "grid")) or item.kind == "grid_blank":
+        return []
+    mentions = []
+    for region, label in enumerate(item.labels):
+        start = text.find(label)
+        while start >= 0:
+            mentions.append((start + len(label), region))
+            start = text.find(label, start + 1)
+    return mentions
+
+
+def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One left-padded batch of multi-turn chats (the image in the first user turn). Returns the model
     inputs, the [B, T] answer weights (each turn's answer tokens and end-of-turn token share a weight of
-    1, so every question counts the same whatever its answer's length; 0 elsewhere), and the [B, T]
-    mask of the other text tokens (for the prompt loss)."""
+    1, so every question counts the same whatever its answer's length; 0 elsewhere), the [B, T]
+    mask of the other text tokens (for the prompt loss), and the [B, T] place targets: at the last token
+    of every mention of a shown object, the token id of its place (panel digit or cell letter); -100
+    elsewhere."""
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
-    texts, answer_spans = [], []
+    texts, answer_spans, mentions = [], [], []
     for turns in conversations:
         text, spans = "", []
         for i, item in enumerate(turns):
@@ -156,6 +181,7 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
             text += item.answer + tokenizer.eos_token + "\n"
         texts.append(text)
         answer_spans.append(spans)
+        mentions.append(place_word_spans(turns, text))
     encoded = processor(text=texts, images=[turns[0].image for turns in conversations], padding=True,
                         return_offsets_mapping=True, return_tensors="pt")
     offsets = encoded.pop("offset_mapping")                                 # [B, T, 2], expanded text
@@ -166,9 +192,15 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
         for start, end in spans:
             turn = overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
             answer_weight[row, turn] = 1.0 / int(turn.sum())
+    place_target = torch.full(encoded["input_ids"].shape, -100)            # [B, T]
+    for row, (turns, row_mentions) in enumerate(zip(conversations, mentions)):
+        places = [region.removeprefix("panel ") for region in turns[0].boxes]
+        for end, region in row_mentions:
+            last = overlap_mask(offsets[row], end - 1 + shifts[row], end + shifts[row]).nonzero()[-1, 0]
+            place_target[row, last] = tokenizer.convert_tokens_to_ids(places[region])
     image = encoded["input_ids"] == processor.image_token_id
     prompt = encoded["attention_mask"].bool() & ~image & (answer_weight == 0)
-    return dict(encoded), answer_weight, prompt
+    return dict(encoded), answer_weight, prompt, place_target
 
 
 def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[int]]:
@@ -199,43 +231,59 @@ def image_word_loss(model, image_tokens: torch.Tensor, targets: list[list[int]])
     return -(picked.sum(dim=1) / present.sum(dim=1).clamp(min=1)).sum()
 
 
+def place_word_loss(model, hidden: torch.Tensor, place_target: torch.Tensor) -> torch.Tensor:
+    """Summed over the mentions (place_target >= 0, [B, T]): the cross-entropy of the place read from
+    `hidden` [B, T, hidden] through the final norm and the tied output head."""
+    at = place_target >= 0
+    if not at.any():
+        return hidden.sum() * 0.0
+    logits = model.lm_head(model.model.language_model.norm(hidden[at]))   # [M, V]
+    return torch.nn.functional.cross_entropy(logits, place_target[at], reduction="sum")
+
+
 def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, dict]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
     in length; padding them together would waste most of the compute). Loss: the mean over the step's
     answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
     MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
     loss on the other text tokens, a dense signal for the position-reading heads, plus IMAGE_WORD_WEIGHT x
-    the mean image-word loss per image token. Returns the loss and {kind: mean answer loss per turn,
-    "image_words": mean image-word loss per image token}."""
+    the mean image-word loss per image token, plus PLACE_WORD_WEIGHT x the mean place-word loss per object
+    mention. Returns the loss and {kind: mean answer loss per turn, "image_words": mean image-word loss
+    per image token, "place_words": mean place-word loss per mention}."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
     batches = {kind: conversation_batch(processor, group) for kind, group in by_kind.items()}
     turns_by_kind = {kind: sum(len(turns) for turns in group) for kind, group in by_kind.items()}
     n_turns = sum(turns_by_kind.values())
-    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt in batches.values())
+    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt, _ in batches.values())
+    n_mentions = max(sum(int((place >= 0).sum()) for *_, place in batches.values()), 1)
     targets = {kind: image_word_targets(processor.tokenizer, group) for kind, group in by_kind.items()}
     n_image_tokens = sum(len(t) for t in targets.values())
     merged = []
     hook = model.model.visual.register_forward_hook(lambda module, args, output: merged.append(output.pooler_output))
-    total, turn_loss, word_sum = 0.0, {}, 0.0
+    total, turn_loss, word_sum, place_sum = 0.0, {}, 0.0, 0.0
     try:
-        for kind, (inputs, answer_weight, prompt) in batches.items():
+        for kind, (inputs, answer_weight, prompt, place_target) in batches.items():
             merged.clear()
-            logits = model(**inputs).logits[:, :-1]                             # [b, T-1, V]
+            output = model(**inputs, output_hidden_states=PLACE_WORD_WEIGHT > 0)
+            logits = output.logits[:, :-1]                                      # [b, T-1, V]
             token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
                                                            reduction="none")    # [b, T-1]
             answer_sum = (token_loss * answer_weight[:, 1:]).sum()
             word_loss = image_word_loss(model, merged[0], targets[kind])
+            place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
             loss = (answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
-                    + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens)
+                    + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens + PLACE_WORD_WEIGHT * place_loss / n_mentions)
             loss.backward()
             total += loss.item()
             turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
             word_sum += word_loss.item()
+            place_sum += place_loss.item()
     finally:
         hook.remove()
     turn_loss["image_words"] = word_sum / n_image_tokens
+    turn_loss["place_words"] = place_sum / n_mentions
     return total, turn_loss
 
 
