@@ -91,11 +91,10 @@ def build_processor() -> Qwen3VLProcessor:
 
 def build_config(tokenizer) -> Qwen3VLConfig:
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    # head_dim 32 and rope theta 1e3: one image token per panel puts neighbouring panels one position
-    # apart, and the fastest height / width frequency pairs turn 0.65 / 0.42 rad per position (at theta 1e5,
-    # 0.49 / 0.24: the strip describe and ordinal lookups were 3-4x slower to start). Six of the 16 pairs
-    # still turn less than a radian over a 60-token prompt, room for content lookups (the text arm's option
-    # lookup was learned by step 266 here, 937 at theta 1e5).
+    # head_dim 32 and rope theta 1e4: six of the 16 frequency pairs turn less than a radian over 200 tokens
+    # (follow-up turns sit 100-300 tokens after the image), room for content lookups from any turn; at
+    # theta 1e3 only three do and the grid lookup never formed. Places are read from the image tokens'
+    # own words (the image-word loss in train.py), not from rotary distances, which a slow theta blurs.
     head_dim = 32
     text_config = dict(
         vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=8,

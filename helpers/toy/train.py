@@ -22,8 +22,11 @@ then every task; within a stage each kind's share follows the loss it has left (
 Strip questions and grids are trained as conversations that ask the same image about as many regions
 as it has, drawn with replacement, so one image carries up to six supervised answers and no answer
 follows by elimination. Mismatched and blank-image MCQ items carry a uniformly random correct letter,
-so the model learns to answer them at chance. What did not work is recorded in the README (toy model
-section).
+so the model learns to answer them at chance. Beside the answer and prompt losses, two word losses
+bind places to objects: each image token must name its region's class words and place through the tied
+output head (image_word_loss), and each mention of a shown object in the text must name its place from
+the hidden state after PLACE_LAYER layers (place_word_loss). What did not work is recorded in the README
+(toy model section).
 """
 from __future__ import annotations
 
