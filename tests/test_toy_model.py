@@ -12,15 +12,6 @@ from helpers.toy.evaluate import THRESHOLDS, evaluate
 
 TEST_SEED = 4242
 
-# Tasks the shipped toy model does not learn yet (issue 4 stays open until this set is empty). Strict:
-# a task that starts passing turns its xfail into a failure, so this list cannot go stale.
-_PLATEAU = ("issue 4: the shipped toy (2,152 steps, 40 min) does the option lookup from text and from the "
-            "image and names an asked-about strip panel (ordinal 1.00 cm / 0.79 co), but does not yet find a "
-            "panel or a grid cell from its content (referring and grid MCQ at chance); see "
-            "helpers/toy/heldout_accuracy.json and the README's toy model section")
-NOT_YET_LEARNED = {kind: _PLATEAU for kind in ("strip_ord", "strip_ref", "grid")}
-
-
 @pytest.fixture(scope="module")
 def processor():
     return AutoProcessor.from_pretrained(TOY_MODEL)
@@ -77,7 +68,6 @@ def test_greedy_ordinal_answers_on_cartoon_strips(model, processor):
     assert sum(a == item.answer for a, item in zip(answers, items)) >= 7
 
 
-@pytest.mark.xfail(strict=True, reason=_PLATEAU)
 def test_greedy_answers_match_the_items(model, processor):
     items = strip_items(SyntheticCorpus("cm"), 8, TEST_SEED, "ord") + strip_items(SyntheticCorpus("co"), 8, TEST_SEED, "ref")
     answers = greedy_answers(model, processor, items, max_new_tokens=12)
@@ -97,9 +87,7 @@ def heldout(model, processor):
     return evaluate(model, processor, n_per_kind=120, seed=TEST_SEED)
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_LEARNED[kind]))
-    if kind in NOT_YET_LEARNED else kind for kind in THRESHOLDS])
+@pytest.mark.parametrize("kind", list(THRESHOLDS))
 def test_heldout_accuracy_meets_threshold(heldout, kind):
     result = heldout[kind]
     low, high = THRESHOLDS[kind][1:]

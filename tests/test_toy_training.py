@@ -10,7 +10,8 @@ from helpers.paths import TOY_MODEL
 from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
 from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, OPENINGS, POSITION_TABLE_STD,
                                QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, image_word_loss,
-                               image_word_targets, initialise, sample_conversations, stage_mixture)
+                               image_word_targets, initialise, place_word_loss, sample_conversations,
+                               stage_mixture)
 from tests.tiny_models import tiny_model
 
 
@@ -117,3 +118,32 @@ def test_image_word_loss_is_the_mean_target_cross_entropy_per_token():
     assert torch.allclose(image_word_loss(model, tokens, targets), expected)
     with pytest.raises(ValueError, match="3 image tokens but 2 regions"):
         image_word_loss(model, tokens, targets[:2])
+
+
+def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(processor):
+    tokenizer = processor.tokenizer
+    grid = build_items("grid", SyntheticCorpus("cm"), 1, 5)[0]
+    strip = build_items("strip_locate", SyntheticCorpus("co"), 1, 5)[0]
+    unplaced = [build_items(kind, SyntheticCorpus("cm"), 1, 5)[0] for kind in ("grid_blank", "text")]
+    inputs, _, _, place = conversation_batch(processor, [[grid], [strip]] + [[item] for item in unplaced])
+    ids = inputs["input_ids"]
+    # the grid prompt names its target once; the locate answer names all six objects, the prompt none
+    assert [int((place[row] >= 0).sum()) for row in range(4)] == [1, 6, 0, 0]
+    for row, item in enumerate((grid, strip)):
+        places = [region.removeprefix("panel ") for region in item.boxes]
+        for position in (place[row] >= 0).nonzero()[:, 0]:
+            before = tokenizer.decode(ids[row, position - 1:position + 1])
+            region = next(i for i, label in enumerate(item.labels) if before.endswith(label.split()[1]))
+            assert tokenizer.decode([int(place[row, position])]) == places[region]
+    assert tokenizer.decode([int(place[0][place[0] >= 0])]) == grid.target
+
+
+def test_place_word_loss_is_the_summed_place_cross_entropy_at_the_mentions():
+    model = tiny_model("qwen3_vl", "eager")
+    hidden = torch.randn(2, 5, model.config.text_config.hidden_size)     # [B, T, hidden]
+    place = torch.full((2, 5), -100)
+    place[0, 3], place[1, 1], place[1, 4] = 7, 2, 9
+    logits = model.lm_head(model.model.language_model.norm(hidden))
+    expected = -sum(logits[b, t].log_softmax(-1)[place[b, t]] for b, t in ((0, 3), (1, 1), (1, 4)))
+    assert torch.allclose(place_word_loss(model, hidden, place), expected, atol=1e-5)
+    assert place_word_loss(model, hidden, torch.full((2, 5), -100)).item() == 0.0
