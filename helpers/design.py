@@ -27,6 +27,11 @@ OUTPUTS = {
     "02_overlap": {"fig02_overlap_matrix": "figure + table", "table01_overlap_by_factor": "table",
                    "table20_overlap_vs_ceiling": "table", "table21_crossover_overlap": "table",
                    "fig06_topk_curve_ref_qsp": "figure + table", "fig07_chance_overlap": "figure + table"},
+    "03_cers": {"table03_cers": "table", "fig03_cers": "figure", "table18_cers_vs_beta": "table",
+                "fig18_cers_vs_beta": "figure"},
+    "04_ncs": {"table03_ncs": "table", "table11_ncs_arms": "table", "fig03_ncs": "figure",
+               "ncs_source_contrast": "table", "table05_ncs_rows": "table", "table06_ncs_grid": "table",
+               "fig06_ncs_grid": "figure"},
 }
 OUTPUT_SUFFIXES = {"figure": (".png", ".pdf"), "table": (".csv", ".tex"),
                    "figure + table": (".png", ".pdf", ".csv", ".tex")}

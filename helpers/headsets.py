@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 
 def to_list(mask: np.ndarray, scores: np.ndarray) -> list[list[int]]:
@@ -46,3 +47,39 @@ def load(path: Path) -> dict:
         raise ValueError(f"{path} is not a head-set file: it lacks {sorted(missing)}")
     record["mask"] = to_mask(record["heads"], record["n_layers"], record["n_heads"])
     return record
+
+
+def load_settings(folder: Path, settings, model: str, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
+    """The flat head-sets `<folder>/<setting>.json` of `settings` as bool masks [L, H], checked against
+    the model in use (same name, same L x H); a missing file says to run 01_discovery first."""
+    masks = {}
+    for setting in settings:
+        path = Path(folder) / f"{setting}.json"
+        if not path.exists():
+            raise FileNotFoundError(f"no head-set file {path}: run notebook 01_discovery with the same model and "
+                                    f"out_dir first (python -m helpers.run 01)")
+        record = load(path)
+        if record["model"] != model or (record["n_layers"], record["n_heads"]) != (n_layers, n_heads):
+            raise ValueError(f"{path} was discovered on {record['model']!r} ({record['n_layers']} x {record['n_heads']} "
+                             f"heads), not on {model!r} ({n_layers} x {n_heads}): rerun 01_discovery for this model")
+        masks[setting] = record["mask"]
+    return masks
+
+
+def load_score_maps(path: Path, settings, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
+    """The mean discovery scores [L, H] of `settings` from 01_discovery's long table
+    (`discovery_scores.csv`: setting, layer, head, score), checked to cover every head of L x H."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no score table {path}: run notebook 01_discovery with the same out_dir first")
+    table = pd.read_csv(path)
+    maps = {}
+    for setting in settings:
+        rows = table[table.setting == setting]
+        if len(rows) != n_layers * n_heads or rows["layer"].max() >= n_layers or rows["head"].max() >= n_heads:
+            raise ValueError(f"{path} holds {len(rows)} scores of {setting!r}, not one per head of {n_layers} x "
+                             f"{n_heads}: rerun 01_discovery for this model")
+        scores = np.full((n_layers, n_heads), np.nan)
+        scores[rows["layer"].to_numpy(), rows["head"].to_numpy()] = rows["score"].to_numpy()
+        maps[setting] = scores
+    return maps

@@ -27,6 +27,7 @@ class Batch:
     answer_mask: torch.Tensor      # [B, T] bool: the appended answer's tokens (all False without answers)
     end_mask: torch.Tensor         # [B, T] bool: the end-of-turn token after the answer (all False without answers)
     image_mask: torch.Tensor       # [B, T] bool: image placeholder tokens (<|image_pad|>)
+    prompt_text_mask: torch.Tensor  # [B, T] bool: the tokens of the item's prompt text (question and options)
     items: list[Item]
 
     @property
@@ -73,12 +74,14 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
     n_image_tokens = (encoded["image_grid_thw"].prod(dim=1) // merge_area).tolist()   # [B]
 
     B, T = encoded["input_ids"].shape
-    query_mask, last_prompt_mask, answer_mask, end_mask = (torch.zeros(B, T, dtype=torch.bool) for _ in range(4))
+    query_mask, last_prompt_mask, answer_mask, end_mask, prompt_text_mask = (
+        torch.zeros(B, T, dtype=torch.bool) for _ in range(5))
     for row, (item, prompt) in enumerate(zip(items, prompts)):
         expanded_prompt = prompt.replace(image_token, image_token * n_image_tokens[row])
         prompt_start = expanded_prompt.rindex(item.prompt)
         query_mask[row] = overlap_mask(offsets[row], prompt_start + item.query_span[0],
                                         prompt_start + item.query_span[1])
+        prompt_text_mask[row] = overlap_mask(offsets[row], prompt_start, prompt_start + len(item.prompt))
         if not query_mask[row].any():
             raise ValueError(f"item {item.kind} {item.seed_key}: no token covers query span {item.query_span}")
         token_end = offsets[row, :, 1]
@@ -94,4 +97,5 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
         last_prompt_mask[row, last] = True
     image_mask = encoded["input_ids"] == processor.image_token_id
     return Batch(inputs=dict(encoded), query_mask=query_mask, last_prompt_mask=last_prompt_mask,
-                 answer_mask=answer_mask, end_mask=end_mask, image_mask=image_mask, items=list(items))
+                 answer_mask=answer_mask, end_mask=end_mask, image_mask=image_mask,
+                 prompt_text_mask=prompt_text_mask, items=list(items))

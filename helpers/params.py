@@ -8,14 +8,16 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from helpers.design import SETTINGS
+from helpers.design import CORPORA, SETTINGS
+from helpers.interventions import ROW_GROUPS
 
 DEVICES = ("cpu", "cuda", "mps", "auto")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-SIZE_MINIMUM = {"batch_size": 1, "n_items": 2, "n_strips": 2, "n_random": 1, "n_splits": 1, "n_boot": 10}
+SIZE_MINIMUM = {"batch_size": 1, "n_items": 2, "n_strips": 2, "n_random": 2, "n_random_large": 2, "n_splits": 1,
+                "n_boot": 10}
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_splits": 5, "n_boot": 50}
+SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50}
 
 
 class ParameterError(ValueError):
@@ -60,12 +62,21 @@ def _check_k(name, optional=False):
     def check(value):
         if optional and value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail(name, value, "use an int >= 1 (heads) or a float share 0 < k < 1")
-        if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
+        if _is_k(value):
             return value
         _fail(name, value, "use an int >= 1 (heads) or a float share 0 < k < 1")
     return check
+
+
+def _is_k(value) -> bool:
+    return not isinstance(value, bool) and ((isinstance(value, int) and value >= 1)
+                                            or (isinstance(value, float) and 0 < value < 1))
+
+
+def _check_ks(value):
+    if isinstance(value, (list, tuple)) and value and all(map(_is_k, value)):
+        return list(value)
+    _fail("ks", value, "use a non-empty list of head-set sizes, each an int >= 1 (heads) or a float share 0 < k < 1")
 
 
 def _check_size(name):
@@ -107,6 +118,30 @@ def _check_choice(name, allowed):
     return check
 
 
+def _is_positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+def _check_beta(value):
+    if _is_positive(value):
+        return float(value)
+    _fail("beta", value, "use a finite number > 0")
+
+
+def _check_betas(value):
+    if isinstance(value, (list, tuple)) and value and all(map(_is_positive, value)):
+        return sorted(float(v) for v in value)
+    _fail("betas", value, "use a non-empty list of finite numbers > 0, e.g. [1, 3, 10, 100]")
+
+
+def _check_corpus(name):
+    def check(value):
+        if value in CORPORA or (isinstance(value, str) and Path(value).expanduser().is_dir()):
+            return value
+        _fail(name, value, f"allowed: {', '.join(map(repr, CORPORA))} or an existing image folder")
+    return check
+
+
 CHECKS = {
     "model": _check_model,
     "device": _check_device,
@@ -114,9 +149,14 @@ CHECKS = {
     "settings": _check_settings,
     "k": _check_k("k"),
     "k_crossover": _check_k("k_crossover", optional=True),
+    "ks": _check_ks,
     "key_agg": _check_choice("key_agg", ("raw", "share")),
     "row_agg": _check_choice("row_agg", ("mean", "max")),
     "batch_size": _check_size("batch_size"),
+    "beta": _check_beta,
+    "betas": _check_betas,
+    "rows": _check_choice("rows", ROW_GROUPS),
+    "eval_corpus": _check_corpus("eval_corpus"),
     "seed": _check_seed,
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),

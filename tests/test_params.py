@@ -22,6 +22,16 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
     ("dtype", "fp8", "float32, bfloat16"),
     ("model", "not a model", "hub id"),
     ("smoke", "yes", "True or False"),
+    ("n_random", 1, "int >= 2"),
+    ("beta", 0, "finite number > 0"),
+    ("beta", float("inf"), "finite number > 0"),
+    ("betas", [], "non-empty list"),
+    ("ks", [], "non-empty list of head-set sizes"),
+    ("ks", [0.1, 0], "each an int >= 1 (heads) or a float share"),
+    ("n_random_large", 1, "int >= 2"),
+    ("betas", [1, -3], "finite numbers > 0"),
+    ("rows", "question", "'all', 'image', 'prompt', 'last'"),
+    ("eval_corpus", "/no/such/folder", "'cm', 'co' or an existing image folder"),
 ])
 def test_bad_values_name_the_value_and_the_allowed_ones(name, value, fragment):
     with pytest.raises(params.ParameterError) as err:
@@ -53,3 +63,8 @@ def test_environment_yml_pins_match_requirements():
     conda_torch = {"torch==2.14.1", "torchvision==0.29.1"}
     assert {r for r in reqs if r not in conda_torch} == pip_pins
     assert "pytorch=2.14.1" in env and "torchvision=0.29.1" in env
+
+
+def test_causal_parameters_are_normalised(tmp_path):
+    p = params.validate(dict(beta=3, betas=[100, 1, 10], rows="prompt", eval_corpus=str(tmp_path)))
+    assert p.beta == 3.0 and p.betas == [1.0, 10.0, 100.0] and p.rows == "prompt" and p.eval_corpus == str(tmp_path)

@@ -43,6 +43,7 @@ def test_query_span_and_answer_masks_decode_to_their_text(processor, kind):
         span_text = tokenizer.decode(ids[row][batch.query_mask[row]])
         assert item.query_text in span_text and len(span_text) <= len(item.query_text) + 2
         assert tokenizer.decode(ids[row][batch.answer_mask[row]]) == item.answer
+        assert tokenizer.decode(ids[row][batch.prompt_text_mask[row]]).strip() == item.prompt
         assert tokenizer.convert_ids_to_tokens(ids[row][batch.end_mask[row]].tolist()) == ["<|im_end|>"]
         last = batch.last_prompt_index[row]
         assert batch.answer_mask[row, last + 1] and not batch.answer_mask[row, : last + 1].any()

@@ -1,0 +1,103 @@
+"""Head-sets that a discovered head-set S is compared with.
+
+Random controls:
+- layer-matched: the same number of heads in every layer as S, drawn from that layer's other heads
+  (S's own heads excluded), so depth cannot explain a difference;
+- layer- and attention-matched: as layer-matched, but each head of S is replaced by one of the `pool`
+  heads of its layer whose attention mass (e.g. to the image) is nearest to its own, so neither depth
+  nor how much the heads look at the image can explain a difference;
+- any-layer: k heads drawn uniformly from all heads, ignoring layers; one pool of such sets can serve
+  every discovered set of size k.
+
+Generic-damage sets (Table 12): the k heads with the most attention to a sink or to the text
+(`top_k` of a mass map), whole layers, and large random sets.
+
+Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed (an int or a
+sequence of ints, e.g. (seed, setting index)).
+"""
+from typing import Sequence
+
+import numpy as np
+
+
+def _check_room(head_set: np.ndarray) -> np.ndarray:
+    """S's head count per layer [L], after checking every layer has as many heads outside S."""
+    counts = head_set.sum(1)                                               # [L]
+    free = (~head_set).sum(1)                                              # [L]
+    short = np.nonzero(counts > free)[0].tolist()
+    if short:
+        raise ValueError(f"layer(s) {short} hold more of S's heads ({counts[short].tolist()}) than heads outside S "
+                         f"({free[short].tolist()}): no layer-matched set can avoid S there; use a smaller k")
+    return counts
+
+
+def layer_matched_sets(head_set: np.ndarray, n: int, seed: int | Sequence[int]) -> np.ndarray:
+    """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S."""
+    head_set = np.asarray(head_set, dtype=bool)
+    counts = _check_room(head_set)
+    rng = np.random.default_rng(seed)
+    sets = np.zeros((n, *head_set.shape), dtype=bool)
+    for draw in range(n):
+        for layer in np.nonzero(counts)[0]:
+            outside = np.nonzero(~head_set[layer])[0]
+            sets[draw, layer, rng.choice(outside, counts[layer], replace=False)] = True
+    return sets
+
+
+def attention_matched_sets(head_set: np.ndarray, mass: np.ndarray, n: int, seed: int | Sequence[int],
+                           pool: int = 3) -> np.ndarray:
+    """[n, L, H]: n layer- and attention-matched random sets.
+
+    mass: [L, H] a per-head attention statistic. In each draw and layer, S's heads are taken in random
+    order and each is replaced by one of the `pool` not yet chosen heads outside S of that layer whose
+    mass is nearest to its own (uniformly among those)."""
+    head_set, mass = np.asarray(head_set, dtype=bool), np.asarray(mass, dtype=float)
+    if mass.shape != head_set.shape:
+        raise ValueError(f"mass has shape {mass.shape}; the head-set has {head_set.shape}")
+    if pool < 1:
+        raise ValueError(f"pool={pool} must be >= 1")
+    counts = _check_room(head_set)
+    rng = np.random.default_rng(seed)
+    sets = np.zeros((n, *head_set.shape), dtype=bool)
+    for draw in range(n):
+        for layer in np.nonzero(counts)[0]:
+            free = list(np.nonzero(~head_set[layer])[0])
+            for head in rng.permutation(np.nonzero(head_set[layer])[0]):
+                nearest = sorted(free, key=lambda h: (abs(mass[layer, h] - mass[layer, head]), h))[:pool]
+                pick = nearest[rng.integers(len(nearest))]
+                free.remove(pick)
+                sets[draw, layer, pick] = True
+    return sets
+
+
+def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: int | Sequence[int]) -> np.ndarray:
+    """[n, L, H]: n random sets of k heads each, drawn uniformly from all L x H heads."""
+    n_heads = shape[0] * shape[1]
+    if not 1 <= k <= n_heads:
+        raise ValueError(f"k={k} heads cannot be drawn from {shape[0]} x {shape[1]} = {n_heads} heads")
+    rng = np.random.default_rng(seed)
+    sets = np.zeros((n, n_heads), dtype=bool)
+    for draw in range(n):
+        sets[draw, rng.choice(n_heads, k, replace=False)] = True
+    return sets.reshape(n, *shape)
+
+
+def layer_matched_controls(discovered: dict[str, np.ndarray], n: int, seed: int) -> dict[str, np.ndarray]:
+    """name -> [n, L, H]: the layer-matched random sets of every discovered set, drawn with seed
+    (seed, position of the set in `discovered`), so every notebook draws the same controls."""
+    return {name: layer_matched_sets(head_set, n, (seed, index))
+            for index, (name, head_set) in enumerate(discovered.items())}
+
+
+def whole_layers(head_set: np.ndarray, n_layers: int) -> np.ndarray:
+    """[L, H]: every head of the `n_layers` layers that hold the fewest of S's heads (ties: the layers
+    nearest the middle of the network), a generic-damage set of whole layers that avoids S."""
+    head_set = np.asarray(head_set, dtype=bool)
+    total = head_set.shape[0]
+    if not 1 <= n_layers <= total:
+        raise ValueError(f"n_layers={n_layers} whole layers cannot be taken from {total} layers")
+    middle = (total - 1) / 2
+    order = sorted(range(total), key=lambda layer: (head_set[layer].sum(), abs(layer - middle), layer))
+    out = np.zeros_like(head_set)
+    out[order[:n_layers]] = True
+    return out

@@ -1,0 +1,60 @@
+"""Option-letter probabilities of one MCQ item under many head-set interventions at once.
+
+The shared core of steering (CERS: +beta on one cell's keys) and necessity (NCS: hide the image's
+keys): n head-sets [n, L, H] of one item run as n batch rows through `heads.run_head_sets`, in
+forwards of at most `sets_per_forward` copies, and each copy's last-position logits become
+P(A..D) renormalised over the four letters.
+
+Row groups say at which query rows the bias applies: "all" rows, the "image" token rows, the "prompt"
+text rows (question and options; the paper's question/option rows) or only the "last" prompt row.
+"""
+import torch
+
+from helpers.heads import run_head_sets
+from helpers.inputs import Batch
+from helpers.mcq import letter_probs_from_logits, option_token_ids
+
+ROW_GROUPS = ("all", "image", "prompt", "last")
+
+
+def row_selection(batch: Batch, group: str) -> torch.Tensor | str:
+    """The query rows of row group `group` for a built batch: "all" or a bool [B, T]."""
+    if group == "all":
+        return "all"
+    if group == "image":
+        return batch.image_mask
+    if group == "prompt":
+        return batch.prompt_text_mask
+    if group == "last":
+        return batch.last_prompt_mask
+    raise ValueError(f"row group {group!r} is not one of {ROW_GROUPS}")
+
+
+@torch.no_grad()
+def letter_probs_under(lm, batch: Batch, heads: torch.Tensor, keys: torch.Tensor, bias, rows: str = "all",
+                       sets_per_forward: int = 64) -> torch.Tensor:
+    """[n, 4] P(A..D) of the one item in `batch` with head-set i [L, H] biased by `bias` on `keys`.
+
+    heads: bool [n, L, H]; keys: bool [1, T] (the same for every set) or [n, T]; bias: a float, HIDE or
+    an [n] tensor; rows: a row group (ROW_GROUPS)."""
+    if len(batch.items) != 1:
+        raise ValueError(f"letter_probs_under takes a batch of one item, got {len(batch.items)}")
+    n = heads.shape[0]
+    if keys.shape[0] not in (1, n):
+        raise ValueError(f"keys has {keys.shape[0]} rows; use 1 or one per head-set ({n})")
+    device = lm.model.device
+    inputs = {name: value.to(device) for name, value in batch.inputs.items()}
+    selected_rows = row_selection(batch, rows)
+    if not isinstance(selected_rows, str):
+        selected_rows = selected_rows.to(device)
+    bias = torch.as_tensor(bias, dtype=torch.float32)
+    letter_ids = option_token_ids(lm.processor.tokenizer)
+    out = []
+    for start in range(0, n, sets_per_forward):
+        stop = min(start + sets_per_forward, n)
+        chunk_keys = keys if keys.shape[0] == 1 else keys[start:stop]
+        chunk_bias = bias if bias.ndim == 0 else bias[start:stop]
+        logits = run_head_sets(lm, inputs, heads[start:stop].to(device), chunk_keys.to(device),
+                               chunk_bias, rows=selected_rows)                      # [c, T, V]
+        out.append(letter_probs_from_logits(logits[:, -1], letter_ids).cpu())
+    return torch.cat(out)

@@ -1,0 +1,101 @@
+"""Necessity (NCS) on single-image MCQs: hide the whole image from a head-set and watch P(correct).
+
+Item i comes in two arms with the same four options and the same correct letter: matched (the image
+shows the correct option's class) and mismatched (it shows a class outside the options, so the image
+cannot help and P(correct) sits near chance). For every head-set S the image tokens are hidden from
+the heads of S (bias HIDE on the image keys, at the query rows of a row group), and
+
+    drop(arm) = P_clean(c) - P_masked(c)        (P renormalised over the four letters)
+    NCS       = drop(matched) - drop(mismatched)   per item pair; its mean over items is the NCS
+    NCS-v2    = drop(matched)
+
+The mismatched arm carries the damage that masking does to any prompt, so it cancels. The text arm
+(the prompt states the answer) is the control of the other direction: hiding the prompt text
+(keys="text") from a head-set measures how much the set carries text (Table 12). Per-item, per-set
+probabilities are cached on disk in chunks of items.
+"""
+import sys
+
+import numpy as np
+import torch
+
+from helpers import heads, interventions, stimuli
+from helpers.cache import ResultCache, code_version
+from helpers.discovery import model_fingerprint
+from helpers.heads import HIDE
+from helpers.inputs import build_batch
+from helpers.interventions import letter_probs_under
+from helpers.mcq import letter_probs
+from helpers.stimuli import load_corpus, single_image_items
+from helpers.steering import head_sets_key
+
+ARMS = ("matched", "mismatched")           # the two arms of NCS
+ALL_ARMS = ("matched", "mismatched", "text")
+KEY_GROUPS = ("image", "text")
+
+
+def hidden_keys(batch, keys: str) -> torch.Tensor:
+    """Bool [B, T]: the keys hidden from the head-sets, the "image" tokens or the prompt "text"."""
+    if keys == "image":
+        return batch.image_mask
+    if keys == "text":
+        return batch.prompt_text_mask
+    raise ValueError(f"keys {keys!r} is not one of {KEY_GROUPS}")
+
+
+@torch.no_grad()
+def mask_items(lm, items: list[stimuli.Item], head_sets: np.ndarray, rows: str = "all",
+               sets_per_forward: int = 64, keys: str = "image") -> dict[str, np.ndarray]:
+    """Letter probabilities of every item with `keys` (hidden_keys) hidden from each head-set [n, L, H].
+
+    Returns p_masked [N, n, 4], p_clean [N, 4] and correct [N]."""
+    sets = torch.as_tensor(head_sets, dtype=torch.bool)
+    p_masked, p_clean = [], []
+    for item in items:
+        batch = build_batch(lm.processor, [item])
+        p_masked.append(letter_probs_under(lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward))
+        p_clean.append(letter_probs(lm.model, lm.processor, batch)[0])
+    return {"p_masked": torch.stack(p_masked).numpy(), "p_clean": torch.stack(p_clean).numpy(),
+            "correct": np.array([item.correct for item in items])}
+
+
+def necessity_run(lm, corpus: str, n_items: int, seed: int, head_sets: np.ndarray, rows: str, cache: ResultCache,
+                  chunk: int = 10, sets_per_forward: int = 64, arms: tuple[str, ...] = ARMS,
+                  keys: str = "image") -> dict[str, np.ndarray]:
+    """mask_items on `arms` (default: both NCS arms) of `n_items` single-image MCQs of `corpus`, the
+    `keys` hidden, cached per chunk of items.
+
+    Keys: "<arm>_p_masked" [N, n, 4], "<arm>_p_clean" [N, 4] and "<arm>_correct" [N] for each arm."""
+    bad = [arm for arm in arms if arm not in ALL_ARMS]
+    if bad or not arms:
+        raise ValueError(f"arms {list(arms)} must be a non-empty selection of {ALL_ARMS}")
+    corpus_obj = load_corpus(corpus)
+    params = {"model": model_fingerprint(lm), "corpus": corpus, "seed": seed, "head_sets": head_sets_key(head_sets),
+              "rows": rows, "arms": list(arms), "keys": keys, "dtype": str(lm.model.dtype),
+              "code": code_version(heads, interventions, stimuli, sys.modules[__name__])}
+
+    def compute(start, stop):
+        out = {}
+        for arm in arms:
+            items = single_image_items(corpus_obj, stop, seed, arm)[start:]
+            out.update({f"{arm}_{key}": value
+                        for key, value in mask_items(lm, items, head_sets, rows, sets_per_forward, keys).items()})
+        return out
+    return cache.cached_chunks("necessity", params, n_items, chunk, compute)
+
+
+def drop(run: dict[str, np.ndarray], arm: str) -> np.ndarray:
+    """[N, n] P_clean(c) - P_masked(c) of every item of `arm` under every head-set."""
+    if arm not in ALL_ARMS:
+        raise ValueError(f"arm {arm!r} is not one of {ALL_ARMS}")
+    correct = run[f"{arm}_correct"]
+    clean = np.take_along_axis(run[f"{arm}_p_clean"], correct[:, None], axis=1)            # [N, 1]
+    masked = np.take_along_axis(run[f"{arm}_p_masked"], correct[:, None, None], axis=2)[..., 0]  # [N, n]
+    return clean - masked
+
+
+def ncs(run: dict[str, np.ndarray]) -> np.ndarray:
+    """[N, n] per item pair: drop(matched) - drop(mismatched); the mean over items is the NCS."""
+    if not np.array_equal(run["matched_correct"], run["mismatched_correct"]):
+        raise ValueError("the matched and mismatched arms are not paired: their correct letters differ")
+    return drop(run, "matched") - drop(run, "mismatched")

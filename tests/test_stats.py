@@ -1,0 +1,84 @@
+"""The paper's statistics against values worked out by hand."""
+import numpy as np
+import pytest
+
+from helpers import stats
+
+
+@pytest.mark.parametrize("R, floor", [(20, 0.048), (100, 0.010), (250, 0.004)])
+def test_rank_p_floor_matches_the_paper(R, floor):
+    assert round(stats.rank_p(1.0, np.zeros(R)), 3) == floor
+
+
+def test_rank_p_counts_ties_and_larger_random_values():
+    random = np.array([0.1, 0.5, 0.5, 0.9])
+    assert stats.rank_p(0.5, random) == pytest.approx(4 / 5)    # 1 + three sets >= .5
+    assert stats.rank_p(0.95, random) == pytest.approx(1 / 5)
+    with pytest.raises(ValueError, match="finite"):
+        stats.rank_p(0.5, np.array([np.nan]))
+
+
+def test_holm_step_down_example():
+    # sorted: .005*4 = .02, .01*3 = .03, .03*2 = .06, .04*1 = .04 -> monotone .06
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]).max() == 1.0
+
+
+def test_z_score_and_t_interval_by_hand():
+    assert stats.z_score(5.0, np.array([1.0, 2.0, 3.0])) == pytest.approx(3.0)     # (5 - 2) / 1
+    mean, low, high = stats.t_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    half = 2.776445 * np.sqrt(2.5) / np.sqrt(5)                                     # t(.975, 4) * sd / sqrt(n)
+    assert (mean, low, high) == pytest.approx((3.0, 3.0 - half, 3.0 + half), abs=1e-5)
+    assert np.isnan(stats.t_interval(np.array([1.0]))[1])
+
+
+def test_bootstrap_interval_matches_the_t_interval_on_large_normal_samples():
+    values = np.random.default_rng(0).normal(0.3, 1.0, 2000)
+    value, low, high = stats.bootstrap_interval(np.mean, (values,), n_boot=2000, seed=1)
+    _, t_low, t_high = stats.t_interval(values)
+    assert value == pytest.approx(values.mean())
+    assert low == pytest.approx(t_low, abs=0.01) and high == pytest.approx(t_high, abs=0.01)
+    assert stats.bootstrap_interval(np.mean, (np.full(10, 0.25),), 100) == pytest.approx((0.25, 0.25, 0.25))
+    with pytest.raises(ValueError, match="first axis"):
+        stats.bootstrap_interval(np.mean, (np.zeros(3), np.zeros(4)))
+
+
+def test_paired_t_by_hand():
+    a, b = np.array([1.0, 2.0, 4.0]), np.array([0.0, 1.0, 1.0])
+    diff, p = stats.paired_t(a, b)                  # d = 1, 1, 3: mean 5/3, sd 1.1547, t = 2.5
+    assert diff == pytest.approx(5 / 3)
+    assert p == pytest.approx(0.1296, abs=1e-3)     # two-sided, 2 df
+
+
+def test_against_random_row():
+    rng = np.random.default_rng(0)
+    random = rng.normal(0.0, 0.01, (50, 20))                           # [N, R]
+    row = stats.against_random(np.full(50, 0.2), random)
+    assert row["S"] == pytest.approx(0.2) and row["p"] == pytest.approx(1 / 21)
+    assert row["random mean"] == pytest.approx(random.mean())
+    assert row["z"] == pytest.approx((0.2 - random.mean(0).mean()) / random.mean(0).std(ddof=1))
+    assert row["random min"] <= row["random mean"] <= row["random max"]
+    assert stats.against_random(random[:, 0], random[:, 1:], "bootstrap", 200)["S low"] < random[:, 0].mean()
+    with pytest.raises(ValueError, match="interval"):
+        stats.against_random(random[:, 0], random, "normal")
+    with pytest.raises(ValueError, match=r"\[N, R\]"):
+        stats.against_random(random[:10, 0], random)
+
+
+def test_excess_over_random_by_hand():
+    discovered = np.array([0.3, 0.5, 0.4])
+    random = np.array([[0.0, 0.2], [0.1, 0.1], [0.2, 0.0]])          # per-item random means .1 .1 .1
+    excess, p = stats.excess_over_random(discovered, random)          # excess .2 .4 .3: mean .3, sd .1
+    assert excess == pytest.approx(0.3)
+    assert p == pytest.approx(0.01755, abs=1e-4)                       # t = .3 / (.1 / sqrt 3) = 5.196, 2 df, one-sided
+    assert stats.excess_over_random(-discovered, random)[1] > 0.95
+    with pytest.raises(ValueError, match=r"\[N, R\]"):
+        stats.excess_over_random(discovered, random[:2])
+
+
+def test_spearman_by_hand():
+    assert stats.spearman([1, 2, 3, 4], [10, 20, 25, 100]) == pytest.approx(1.0)
+    # ranks (1, 2, 3, 4) and (2, 1, 4, 3): d^2 = 4, rho = 1 - 6 * 4 / (4 * 15) = 0.6
+    assert stats.spearman([1, 2, 3, 4], [2, 1, 4, 3]) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="same length"):
+        stats.spearman([1, 2, 3], [1, 2])
