@@ -32,6 +32,10 @@ OUTPUTS = {
     "04_ncs": {"table03_ncs": "table", "table11_ncs_arms": "table", "fig03_ncs": "figure",
                "ncs_source_contrast": "table", "table05_ncs_rows": "table", "table06_ncs_grid": "table",
                "fig06_ncs_grid": "figure"},
+    "05_controls": {"table09_rank_p": "table", "table10_large_r": "table", "table12_generic_damage": "table",
+                    "fig12_generic_damage": "figure", "table13_ncs_rows": "table", "table14_ncs_vs_k": "table",
+                    "fig14_ncs_vs_k": "figure", "table15_shared_heads": "table", "table17_mass_cers": "table",
+                    "fig17_mass_vs_cers": "figure"},
 }
 OUTPUT_SUFFIXES = {"figure": (".png", ".pdf"), "table": (".csv", ".tex"),
                    "figure + table": (".png", ".pdf", ".csv", ".tex")}

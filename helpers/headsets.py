@@ -49,12 +49,14 @@ def load(path: Path) -> dict:
     return record
 
 
-def load_settings(folder: Path, settings, model: str, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
-    """The flat head-sets `<folder>/<setting>.json` of `settings` as bool masks [L, H], checked against
-    the model in use (same name, same L x H); a missing file says to run 01_discovery first."""
+def load_settings(folder: Path, settings, model: str, n_layers: int, n_heads: int,
+                  suffix: str = "") -> dict[str, np.ndarray]:
+    """The head-sets `<folder>/<setting><suffix>.json` of `settings` (suffix "": flat top-k,
+    "_per_layer": top-k per layer) as bool masks [L, H], checked against the model in use (same name,
+    same L x H); a missing file says to run 01_discovery first."""
     masks = {}
     for setting in settings:
-        path = Path(folder) / f"{setting}.json"
+        path = Path(folder) / f"{setting}{suffix}.json"
         if not path.exists():
             raise FileNotFoundError(f"no head-set file {path}: run notebook 01_discovery with the same model and "
                                     f"out_dir first (python -m helpers.run 01)")

@@ -1,0 +1,70 @@
+"""Figures of notebook 05 (controls): generic-damage sets, NCS against head-set size, and a set's image
+attention against its CERS."""
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+DAMAGE_COLUMNS = {"matched drop": "#1f77b4", "mismatched drop": "#aec7e8", "NCS": "#d62728",
+                  "text-arm drop (text hidden)": "#7f7f7f"}
+
+
+def plot_generic_damage(table: pd.DataFrame, setting: str) -> plt.Figure:
+    """Table 12 as grouped bars: per head-set, the matched and mismatched drops, NCS and the text-arm
+    drop. table: columns "head-set", "heads" and DAMAGE_COLUMNS; setting: whose discovered set it is."""
+    fig, ax = plt.subplots(figsize=(8.5, 3.4))
+    x = np.arange(len(table))
+    width = 0.8 / len(DAMAGE_COLUMNS)
+    for i, (column, colour) in enumerate(DAMAGE_COLUMNS.items()):
+        ax.bar(x + (i - (len(DAMAGE_COLUMNS) - 1) / 2) * width, table[column], width, color=colour, label=column)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(x, [f"{name}\n({n} heads)" for name, n in zip(table["head-set"], table["heads"])], fontsize=8)
+    ax.set_ylabel("drop in P(correct)")
+    ax.set_title(f"Generic-damage sets against the discovered {setting} set: image hidden (drops, NCS), "
+                 f"prompt text hidden (text arm)", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ncs_vs_k(table: pd.DataFrame) -> plt.Figure:
+    """Table 14 as a figure: NCS of the top-k set (95% interval) and of its layer-matched random sets
+    (mean +- SD) against k, one line per setting. table: columns setting, k, S, S low, S high,
+    random mean, random sd."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for (setting, rows), colour in zip(table.groupby("setting", sort=False), ("#d62728", "#1f77b4", "#2ca02c")):
+        ax.errorbar(rows["k"], rows["S"], yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]], marker="o",
+                    color=colour, capsize=2, label=f"{setting}: top-k")
+        ax.fill_between(rows["k"], rows["random mean"] - rows["random sd"], rows["random mean"] + rows["random sd"],
+                        color=colour, alpha=0.15, label=f"{setting}: layer-matched random ± SD")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set(xlabel="k (heads in the set)", ylabel="NCS", title="Necessity against head-set size")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mass_vs_cers(points: pd.DataFrame) -> plt.Figure:
+    """Table 17 as a figure: each set's mean image-attention mass against its CERS, one panel per
+    setting; random sets grey, the discovered set red. points: columns setting, kind ("S" or
+    "random"), mass, CERS."""
+    settings = list(dict.fromkeys(points["setting"]))
+    columns = min(6, len(settings))
+    rows_n = int(np.ceil(len(settings) / columns))
+    fig, axes = plt.subplots(rows_n, columns, figsize=(2.3 * columns, 2.2 * rows_n), sharey=True, squeeze=False)
+    for ax, setting in zip(axes.flat, settings):
+        rows = points[points["setting"] == setting]
+        random, discovered = rows[rows["kind"] == "random"], rows[rows["kind"] == "S"]
+        ax.scatter(random["mass"], random["CERS"], s=10, color="#969696", label="layer-matched random")
+        ax.scatter(discovered["mass"], discovered["CERS"], s=30, color="#d62728", label="discovered S")
+        ax.axhline(0, color="black", lw=0.5)
+        ax.set_title(setting, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(settings):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("mean image-attention mass", fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("CERS", fontsize=8)
+    axes[0, 0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
