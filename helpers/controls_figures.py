@@ -31,9 +31,10 @@ def plot_ncs_vs_k(table: pd.DataFrame) -> plt.Figure:
     (mean +- SD) against k, one line per setting. table: columns setting, k, S, S low, S high,
     random mean, random sd."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for (setting, rows), colour in zip(table.groupby("setting", sort=False), ("#d62728", "#1f77b4", "#2ca02c")):
-        ax.errorbar(rows["k"], rows["S"], yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]], marker="o",
-                    color=colour, capsize=2, label=f"{setting}: top-k")
+    styles = (("#d62728", "-", "o", 7), ("#1f77b4", "--", "s", 4), ("#2ca02c", ":", "^", 4))   # overlapping lines stay visible
+    for (setting, rows), (colour, line, marker, size) in zip(table.groupby("setting", sort=False), styles):
+        ax.errorbar(rows["k"], rows["S"], yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]], marker=marker,
+                    ms=size, ls=line, color=colour, capsize=2, label=f"{setting}: top-k")
         ax.fill_between(rows["k"], rows["random mean"] - rows["random sd"], rows["random mean"] + rows["random sd"],
                         color=colour, alpha=0.15, label=f"{setting}: layer-matched random ± SD")
     ax.axhline(0, color="black", lw=0.6)
