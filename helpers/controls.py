@@ -89,6 +89,11 @@ def layer_matched_controls(discovered: dict[str, np.ndarray], n: int, seed: int)
             for index, (name, head_set) in enumerate(discovered.items())}
 
 
+def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:
+    """[1 + R, L, H]: S first, then its R random sets, the stack every S-against-random run takes."""
+    return np.concatenate([np.asarray(head_set, dtype=bool)[None], np.asarray(controls, dtype=bool)])
+
+
 def whole_layers(head_set: np.ndarray, n_layers: int) -> np.ndarray:
     """[L, H]: every head of the `n_layers` layers that hold the fewest of S's heads (ties: the layers
     nearest the middle of the network), a generic-damage set of whole layers that avoids S."""

@@ -50,7 +50,7 @@ from IPython.display import display
 from helpers import headsets, params
 from helpers.cache import ResultCache
 from helpers.causal_figures import plot_against_random, plot_beta_sweep
-from helpers.controls import any_layer_sets, layer_matched_controls
+from helpers.controls import any_layer_sets, layer_matched_controls, with_controls
 from helpers.design import SETTINGS
 from helpers.figures import save_figure, save_table
 from helpers.models import load_model
@@ -85,7 +85,7 @@ print(f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} grids of co
 # draws; p is the rank p of S among the individual layer-matched sets (floor 1/(R+1)).
 
 # %%
-runs = {s: steer(np.concatenate([S[None], layer_matched[s]]), P.beta) for s, S in discovered.items()}
+runs = {s: steer(with_controls(S, layer_matched[s]), P.beta) for s, S in discovered.items()}
 any_run = steer(any_layer, P.beta)
 any_row = random_summary(cers(any_run))
 table3 = pd.DataFrame([{"setting": s, **against_random(cers(run)[:, 0], cers(run)[:, 1:]),
@@ -125,7 +125,7 @@ sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
 n_sweep = min(5, P.n_random)
 sweep = []
 for s in sweep_settings:
-    sets = np.concatenate([discovered[s][None], layer_matched[s][:n_sweep]])
+    sets = with_controls(discovered[s], layer_matched[s][:n_sweep])
     for b in P.betas:
         values = cers(steer(sets, b)).mean(0)                              # [1 + n_sweep]
         sweep.append({"setting": s, "beta": b, "S": values[0], "random mean": values[1:].mean(),

@@ -49,7 +49,7 @@ from IPython.display import display
 from helpers import headsets, params
 from helpers.cache import ResultCache
 from helpers.causal_figures import plot_against_random
-from helpers.controls import layer_matched_controls
+from helpers.controls import layer_matched_controls, with_controls
 from helpers.design import SETTINGS, parse_setting
 from helpers.figures import save_figure, save_table
 from helpers.heads import HIDE
@@ -67,7 +67,7 @@ n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
 discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)   # name -> [L, H]
 K = int(next(iter(discovered.values())).sum())
 layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)    # the same draws as notebook 03
-sets = {s: np.concatenate([S[None], layer_matched[s]]) for s, S in discovered.items()}       # [1 + R, L, H]
+sets = {s: with_controls(S, layer_matched[s]) for s, S in discovered.items()}       # [1 + R, L, H]
 cache = ResultCache(P.cache_dir)
 
 

@@ -62,7 +62,7 @@ from IPython.display import display
 from helpers import headsets, params
 from helpers.cache import ResultCache
 from helpers.controls import (any_layer_sets, attention_matched_sets, layer_matched_controls, layer_matched_sets,
-                              whole_layers)
+                              whole_layers, with_controls)
 from helpers.controls_figures import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.design import SETTINGS, k_for
 from helpers.figures import save_figure, save_table
@@ -84,11 +84,6 @@ discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n
 K = int(next(iter(discovered.values())).sum())
 layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)    # the same draws as notebooks 03 and 04
 cache = ResultCache(P.cache_dir)
-
-
-def with_controls(head_set, controls):
-    """[1 + R, L, H]: S first, then its random sets."""
-    return np.concatenate([head_set[None], controls])
 
 
 def steer(sets):

@@ -71,3 +71,11 @@ def test_whole_layers_avoid_s_and_prefer_the_middle():
     assert (whole_layers(head_set, 2).any(1) == [False, True, False, True]).all()
     with pytest.raises(ValueError, match="n_layers=5"):
         whole_layers(head_set, 5)
+
+
+def test_with_controls_puts_s_first():
+    from helpers.controls import with_controls
+    head_set = _head_set()
+    controls = layer_matched_sets(head_set, 3, seed=0)
+    stack = with_controls(head_set, controls)
+    assert stack.shape == (4, 4, 6) and (stack[0] == head_set).all() and (stack[1:] == controls).all()
