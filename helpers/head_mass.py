@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import heads, inputs, stimuli
+from helpers import heads, inputs, interventions, stimuli
 from helpers.cache import ResultCache, code_version
 from helpers.discovery import model_fingerprint
 from helpers.heads import Read, probe
@@ -52,7 +52,8 @@ def mass_run(lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cac
     averaged over items; per-item masses are cached per chunk."""
     corpus_obj = load_corpus(corpus)
     params = {"model": model_fingerprint(lm), "corpus": corpus, "kind": kind, "seed": seed, "rows": rows,
-              "dtype": str(lm.model.dtype), "code": code_version(heads, inputs, stimuli, sys.modules[__name__])}
+              "dtype": str(lm.model.dtype),
+              "code": code_version(heads, inputs, interventions, stimuli, sys.modules[__name__])}
     per_item = cache.cached_chunks("head_mass", params, n_items, batch_size,
                                    lambda start, stop: item_masses(lm, build_items(kind, corpus_obj, stop, seed)[start:],
                                                                    rows))
