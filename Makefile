@@ -1,26 +1,35 @@
 # Two commands matter: `make figures` (every notebook -> paper_figures/) and `make test`.
-# Each target bootstraps .venv from the pinned requirements on first use.
+# Each target bootstraps .venv from the pinned requirements on first use and installs the project
+# (the `helpers` package) into it in editable mode.
 PY := .venv/bin/python
-STAMP := .venv/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+STAMP := .venv/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup figures test lab bench toy-model
+.PHONY: setup figures smoke test lint lab bench toy-model
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-* && touch $@
 
 setup: $(STAMP)
 
 figures: setup
-	$(PY) -m helpers.run
+	$(PY) -m helpers.run --publish
 
-test: setup
+smoke: setup
+	$(PY) -m helpers.run --smoke
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
 	$(PY) -m pytest -q
 
 lab: setup
 	$(PY) -m jupytext --sync notebooks/[0-9][0-9]_*.py
-	$(PY) -m jupyter lab notebooks
+	$(PY) -m jupyter lab --allow-root --notebook-dir=. paper_figures/notebooks notebooks
 
 bench: setup
 	$(PY) -m bench.bench_heads

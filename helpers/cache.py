@@ -6,26 +6,83 @@ half-written entry under a valid name. A truncated or corrupt entry is detected 
 recomputed. `cached_chunks` splits a long per-item computation into chunks, so a rerun after a crash
 recomputes only the missing ones.
 """
+
+import ast
+import functools
 import hashlib
-import inspect
 import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 _HEADER = "__header__"
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def code_version(*objects) -> str:
-    """Short hash of the source text of modules / functions, so edited code invalidates old results."""
+def code_version(module_name: str) -> str:
+    """Short hash of the code of project module `module_name` and of every project module it imports,
+    transitively (found from the import statements), so a result is recomputed when any code it ran
+    changed. Docstrings and comments are not part of the hash: editing them reuses the cache."""
     digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
+    for name in sorted(_project_imports(module_name)):
+        digest.update(f"{name}\n{_code_text(_module_path(name))}\n".encode())
     return digest.hexdigest()[:12]
+
+
+def _module_path(name: str) -> Path:
+    base = _PROJECT_ROOT.joinpath(*name.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _is_project_module(name: str) -> bool:
+    return name.split(".")[0] == "helpers" and _module_path(name).exists()
+
+
+@functools.cache
+def _project_imports(module_name: str) -> frozenset[str]:
+    """`module_name` and the project modules it imports, transitively (a package's __init__ included)."""
+    seen, todo = set(), [module_name]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+            prefix = ".".join(parts[:i])
+            if prefix not in seen and _is_project_module(prefix):
+                seen.add(prefix)
+                todo.extend(_imports_of(prefix))
+    return frozenset(seen)
+
+
+def _imports_of(name: str) -> list[str]:
+    tree = ast.parse(_module_path(name).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+            found += [f"{node.module}.{alias.name}" for alias in node.names]  # `from helpers import stats`
+    return [n for n in found if _is_project_module(n)]
+
+
+def _code_text(path: Path) -> str:
+    """The module's syntax tree without docstrings, as text: comments and layout do not change it."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
 
 
 def _canonical(value):
@@ -39,8 +96,10 @@ def _canonical(value):
         return {str(k): _canonical(v) for k, v in sorted(value.items())}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    raise TypeError(f"cache key parameter of type {type(value).__name__} ({value!r}) is not allowed; "
-                    "use str, int, float, bool, None, Path, or lists/dicts of those")
+    raise TypeError(
+        f"cache key parameter of type {type(value).__name__} ({value!r}) is not allowed; "
+        "use str, int, float, bool, None, Path, or lists/dicts of those"
+    )
 
 
 def cache_key(params: dict) -> str:
@@ -101,14 +160,20 @@ class ResultCache:
             self.save(name, params, arrays)
         return arrays
 
-    def cached_chunks(self, name: str, params: dict, n_items: int, chunk_size: int,
-                      compute: Callable[[int, int], dict]) -> dict[str, np.ndarray]:
+    def cached_chunks(
+        self, name: str, params: dict, n_items: int, chunk_size: int, compute: Callable[[int, int], dict]
+    ) -> dict[str, np.ndarray]:
         """Per-item arrays for items 0..n_items-1, computed chunk by chunk by `compute(start, stop)`
         (arrays with the item axis first) and concatenated; each chunk is its own cache entry.
         Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one."""
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
-        parts = [self.get_or_compute(name, {**params, "chunk": [start, min(start + chunk_size, n_items)]},
-                                     lambda s=start: compute(s, min(s + chunk_size, n_items)))
-                 for start in range(0, n_items, chunk_size)]
+        parts = [
+            self.get_or_compute(
+                name,
+                {**params, "chunk": [start, min(start + chunk_size, n_items)]},
+                lambda s=start: compute(s, min(s + chunk_size, n_items)),
+            )
+            for start in range(0, n_items, chunk_size)
+        ]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

@@ -15,19 +15,22 @@ Generic-damage sets (Table 12): the k heads with the most attention to a sink or
 Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed (an int or a
 sequence of ints, e.g. (seed, setting index)).
 """
-from typing import Sequence
+
+from collections.abc import Sequence
 
 import numpy as np
 
 
 def _check_room(head_set: np.ndarray) -> np.ndarray:
     """S's head count per layer [L], after checking every layer has as many heads outside S."""
-    counts = head_set.sum(1)                                               # [L]
-    free = (~head_set).sum(1)                                              # [L]
+    counts = head_set.sum(1)  # [L]
+    free = (~head_set).sum(1)  # [L]
     short = np.nonzero(counts > free)[0].tolist()
     if short:
-        raise ValueError(f"layer(s) {short} hold more of S's heads ({counts[short].tolist()}) than heads outside S "
-                         f"({free[short].tolist()}): no layer-matched set can avoid S there; use a smaller k")
+        raise ValueError(
+            f"layer(s) {short} hold more of S's heads ({counts[short].tolist()}) than heads outside S "
+            f"({free[short].tolist()}): no layer-matched set can avoid S there; use a smaller k"
+        )
     return counts
 
 
@@ -44,8 +47,9 @@ def layer_matched_sets(head_set: np.ndarray, n: int, seed: int | Sequence[int]) 
     return sets
 
 
-def attention_matched_sets(head_set: np.ndarray, mass: np.ndarray, n: int, seed: int | Sequence[int],
-                           pool: int = 3) -> np.ndarray:
+def attention_matched_sets(
+    head_set: np.ndarray, mass: np.ndarray, n: int, seed: int | Sequence[int], pool: int = 3
+) -> np.ndarray:
     """[n, L, H]: n layer- and attention-matched random sets.
 
     mass: [L, H] a per-head attention statistic. In each draw and layer, S's heads are taken in random
@@ -85,8 +89,10 @@ def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: int | Sequence[
 def layer_matched_controls(discovered: dict[str, np.ndarray], n: int, seed: int) -> dict[str, np.ndarray]:
     """name -> [n, L, H]: the layer-matched random sets of every discovered set, drawn with seed
     (seed, position of the set in `discovered`), so every notebook draws the same controls."""
-    return {name: layer_matched_sets(head_set, n, (seed, index))
-            for index, (name, head_set) in enumerate(discovered.items())}
+    return {
+        name: layer_matched_sets(head_set, n, (seed, index))
+        for index, (name, head_set) in enumerate(discovered.items())
+    }
 
 
 def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:

@@ -14,57 +14,60 @@ prompt-only forward):
 Per-item, per-head results are cached on disk chunk by chunk (`helpers.cache`), so the half-splits
 and bootstraps of notebook 02 and a rerun after a crash need no new forward passes.
 """
-import hashlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import heads, inputs, mcq, paths, stimuli
 from helpers.cache import ResultCache, code_version
 from helpers.design import CORPORA, QUERIES, SETTINGS, parse_setting
-from helpers.heads import Read, probe
-from helpers.inputs import build_batch
-from helpers.mcq import greedy_answers
-from helpers.models import LoadedModel
-from helpers.stimuli import load_corpus, strip_items
+from helpers.engine.attention import Read, probe
+from helpers.engine.inputs import Batch, build_batch
+from helpers.engine.loading import LoadedModel, model_fingerprint
+from helpers.engine.mcq import greedy_answers
+from helpers.stimuli import Item, load_corpus, strip_items
 
 ROW_AGGREGATES = ("mean", "max")
 KEY_AGGREGATES = ("raw", "share")
 
 
-def source_rows(batch: inputs.Batch) -> dict[str, torch.Tensor]:
+def source_rows(batch: Batch) -> dict[str, torch.Tensor]:
     """Source name -> bool [B, T] rows whose attention a discovery score reads."""
     return {"last": batch.last_prompt_mask, "qsp": batch.query_mask, "out": batch.answer_mask}
 
 
-def target_panel_keys(lm: LoadedModel, batch: inputs.Batch) -> torch.Tensor:
+def target_panel_keys(lm: LoadedModel, batch: Batch) -> torch.Tensor:
     """Bool [B, T]: the image tokens of each item's asked-about panel."""
-    return torch.stack([lm.adapter.region_mask(batch.inputs, item.boxes[item.target], item.image.size, b)
-                        for b, item in enumerate(batch.items)])
+    return torch.stack(
+        [
+            lm.adapter.region_mask(batch.inputs, item.boxes[item.target], item.image.size, b)
+            for b, item in enumerate(batch.items)
+        ]
+    )
 
 
-def read_sources(lm: LoadedModel, batch: inputs.Batch, groups: dict[str, torch.Tensor]):
+def read_sources(lm: LoadedModel, batch: Batch, groups: dict[str, torch.Tensor]):
     """One forward reading, per row, the attention mass of every source's rows to each key group [B, T].
 
     Returns mass_per_row [B, L, H, R, G] (R: the union of the sources' rows, NaN-padded) and
     {source: bool [B, R]} saying which of those rows belong to each source."""
     sources = source_rows(batch)
-    rows = sources["last"] | sources["qsp"] | sources["out"]                  # [B, T]
+    rows = sources["last"] | sources["qsp"] | sources["out"]  # [B, T]
     device = lm.model.device
     read = Read(rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
     with probe(lm, read=read) as rec:
         lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
-    positions = rec.row_positions.cpu()                                        # [B, R], -1 padded
-    picked = {source: torch.stack([mask[b, positions[b].clamp(min=0)] & (positions[b] >= 0)
-                                   for b in range(len(batch.items))])
-              for source, mask in sources.items()}
+    positions = rec.row_positions.cpu()  # [B, R], -1 padded
+    picked = {
+        source: torch.stack(
+            [mask[b, positions[b].clamp(min=0)] & (positions[b] >= 0) for b in range(len(batch.items))]
+        )
+        for source, mask in sources.items()
+    }
     return rec.mass_per_row.float().cpu(), picked
 
 
 @torch.no_grad()
-def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.ndarray]:
+def score_strips(lm: LoadedModel, items: list[Item]) -> dict[str, np.ndarray]:
     """Per-item, per-head discovery scores of every source, for every key and row aggregate.
 
     Returns arrays `{source}_{key_agg}_{row_agg}` of shape [N, L, H], `correct` [N] (the greedy answer
@@ -73,17 +76,18 @@ def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.nda
     answers = greedy_answers(lm.model, lm.processor, items)
     empty = [i for i, a in enumerate(answers) if not a]
     if empty:
-        raise RuntimeError(f"the model gave an empty greedy answer for strip item(s) {empty}; "
-                           "the 'out' source has no rows to read")
+        raise RuntimeError(
+            f"the model gave an empty greedy answer for strip item(s) {empty}; the 'out' source has no rows to read"
+        )
     batch = build_batch(lm.processor, items, answers=answers)
     groups = {"panel": target_panel_keys(lm, batch), "image": batch.image_mask}
-    per_row, picked = read_sources(lm, batch, groups)                         # [B, L, H, R, 2], {source: [B, R]}
+    per_row, picked = read_sources(lm, batch, groups)  # [B, L, H, R, 2], {source: [B, R]}
     values = {"raw": per_row[..., 0], "share": per_row[..., 0] / per_row[..., 1].clamp(min=1e-12)}
     out = {}
     for source, rows in picked.items():
-        rows = rows[:, None, None, :]                                          # [B, 1, 1, R]
-        count = rows.sum(-1).clamp(min=1)                                      # [B, 1, 1]
-        for key_agg, value in values.items():                                  # value [B, L, H, R]
+        rows = rows[:, None, None, :]  # [B, 1, 1, R]
+        count = rows.sum(-1).clamp(min=1)  # [B, 1, 1]
+        for key_agg, value in values.items():  # value [B, L, H, R]
             out[f"{source}_{key_agg}_mean"] = (torch.where(rows, value, 0.0).sum(-1) / count).numpy()
             out[f"{source}_{key_agg}_max"] = torch.where(rows, value, -torch.inf).amax(-1).numpy()
     out["correct"] = np.array([a == item.answer for a, item in zip(answers, items)])
@@ -91,35 +95,32 @@ def score_strips(lm: LoadedModel, items: list[stimuli.Item]) -> dict[str, np.nda
     return out
 
 
-def model_fingerprint(lm: LoadedModel) -> str:
-    """Identity of the weights for cache keys: a hub id as given; a local folder (or "toy") by its
-    weight files' names, sizes and first/last MiB, so a retrained model gets new cache entries."""
-    folder = paths.TOY_MODEL if lm.name == "toy" else Path(lm.name)
-    if not folder.is_dir():
-        return lm.name
-    digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.safetensors")):
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            digest.update(f"{path.name}:{size}".encode() + handle.read(2**20))
-            handle.seek(max(0, size - 2**20))
-            digest.update(handle.read())
-    return f"{lm.name}@{digest.hexdigest()[:12]}"
-
-
-def discover(lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache,
-             batch_size: int = 16) -> dict[str, np.ndarray]:
+def discover(
+    lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
+) -> dict[str, np.ndarray]:
     """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
     corpus_obj = load_corpus(corpus)
-    params = {"model": model_fingerprint(lm), "corpus": corpus, "query": query, "seed": seed,
-              "batch_size": batch_size, "dtype": str(lm.model.dtype),
-              "code": code_version(heads, inputs, mcq, stimuli, sys.modules[__name__])}
-    return cache.cached_chunks("discovery", params, n_strips, batch_size,
-                               lambda start, stop: score_strips(lm, strip_items(corpus_obj, stop, seed, query)[start:]))
+    params = {
+        "model": model_fingerprint(lm),
+        "corpus": corpus,
+        "query": query,
+        "seed": seed,
+        "batch_size": batch_size,
+        "dtype": str(lm.model.dtype),
+        "code": code_version(__name__),
+    }
+    return cache.cached_chunks(
+        "discovery",
+        params,
+        n_strips,
+        batch_size,
+        lambda start, stop: score_strips(lm, strip_items(corpus_obj, stop, seed, query)[start:]),
+    )
 
 
-def setting_scores(per_item: dict[str, np.ndarray], setting: str, key_agg: str = "raw",
-                   row_agg: str = "mean") -> np.ndarray:
+def setting_scores(
+    per_item: dict[str, np.ndarray], setting: str, key_agg: str = "raw", row_agg: str = "mean"
+) -> np.ndarray:
     """The per-item scores [N, L, H] of one setting from `discover`'s output of its corpus and query."""
     if key_agg not in KEY_AGGREGATES:
         raise ValueError(f"key_agg={key_agg!r} is not allowed; allowed: {KEY_AGGREGATES}")
@@ -129,7 +130,7 @@ def setting_scores(per_item: dict[str, np.ndarray], setting: str, key_agg: str =
 
 
 @torch.no_grad()
-def panel_profile(lm: LoadedModel, item: stimuli.Item, head_sets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def panel_profile(lm: LoadedModel, item: Item, head_sets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Figure 1's view of one strip: for each source, the attention mass that the heads of
     `head_sets[source]` (bool [L, H]) send from that source's rows to every panel, averaged over the
     heads -> {source: [n_panels]} in panel order."""
@@ -137,22 +138,26 @@ def panel_profile(lm: LoadedModel, item: stimuli.Item, head_sets: dict[str, np.n
     batch = build_batch(lm.processor, [item], answers=answer)
     panels = [name for name in item.boxes if name.startswith("panel")]
     groups = {name: lm.adapter.region_mask(batch.inputs, item.boxes[name], item.image.size)[None] for name in panels}
-    per_row, picked = read_sources(lm, batch, groups)                         # [1, L, H, R, panels]
+    per_row, picked = read_sources(lm, batch, groups)  # [1, L, H, R, panels]
     profile = {}
     for source, head_set in head_sets.items():
-        mass = per_row[0][:, :, picked[source][0]].mean(2).numpy()             # [L, H, panels]
+        mass = per_row[0][:, :, picked[source][0]].mean(2).numpy()  # [L, H, panels]
         profile[source] = mass[np.asarray(head_set, dtype=bool)].mean(0)
     return profile
 
 
-def discover_all(lm: LoadedModel, n_strips: int, seed: int, cache: ResultCache,
-                 batch_size: int = 16) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+def discover_all(
+    lm: LoadedModel, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     """`discover` for every corpus x query -> {(corpus, query): per-item arrays}."""
     return {(c, q): discover(lm, c, q, n_strips, seed, cache, batch_size) for c in CORPORA for q in QUERIES}
 
 
-def all_setting_scores(per_item: dict[tuple[str, str], dict[str, np.ndarray]], key_agg: str = "raw",
-                       row_agg: str = "mean") -> dict[str, np.ndarray]:
+def all_setting_scores(
+    per_item: dict[tuple[str, str], dict[str, np.ndarray]], key_agg: str = "raw", row_agg: str = "mean"
+) -> dict[str, np.ndarray]:
     """{setting: per-item scores [N, L, H]} for all 12 settings from `discover_all`'s output."""
-    return {s: setting_scores(per_item[parse_setting(s).corpus, parse_setting(s).query], s, key_agg, row_agg)
-            for s in SETTINGS}
+    return {
+        s: setting_scores(per_item[parse_setting(s).corpus, parse_setting(s).query], s, key_agg, row_agg)
+        for s in SETTINGS
+    }

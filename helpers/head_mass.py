@@ -7,56 +7,67 @@ read at the rows of a row group (helpers.interventions.ROW_GROUPS), averaged ove
 over items: [L, H] per group. They select attention-sink and text-heavy heads (generic-damage sets),
 match random controls on image attention, and relate a set's image attention to its CERS (Table 17).
 """
-import sys
 
 import numpy as np
 import pandas as pd
 import torch
 
-from helpers import heads, inputs, interventions, stimuli
 from helpers.cache import ResultCache, code_version
-from helpers.discovery import model_fingerprint
-from helpers.heads import Read, probe
-from helpers.inputs import build_batch
-from helpers.interventions import row_selection
-from helpers.stimuli import build_items, load_corpus
+from helpers.engine.attention import Read, probe
+from helpers.engine.inputs import Batch, build_batch
+from helpers.engine.interventions import row_selection
+from helpers.engine.loading import model_fingerprint
+from helpers.stimuli import Item, build_items, load_corpus
 
 GROUPS = ("image", "text", "first")
 
 
-def key_groups(batch: inputs.Batch) -> dict[str, torch.Tensor]:
+def key_groups(batch: Batch) -> dict[str, torch.Tensor]:
     """Group name -> bool [B, T] keys of every item of a built batch."""
-    present = batch.inputs["attention_mask"].bool()                             # [B, T]
+    present = batch.inputs["attention_mask"].bool()  # [B, T]
     first = torch.zeros_like(present)
-    first[torch.arange(present.shape[0]), present.int().argmax(1)] = True      # first non-pad token
+    first[torch.arange(present.shape[0]), present.int().argmax(1)] = True  # first non-pad token
     return {"image": batch.image_mask, "text": batch.prompt_text_mask, "first": first}
 
 
 @torch.no_grad()
-def item_masses(lm, items: list[stimuli.Item], rows: str = "prompt") -> dict[str, np.ndarray]:
+def item_masses(lm, items: list[Item], rows: str = "prompt") -> dict[str, np.ndarray]:
     """Group name -> [N, L, H]: each item's attention mass to the group, mean over the rows of `rows`."""
     batch = build_batch(lm.processor, items)
     device = lm.model.device
     selected = row_selection(batch, rows)
-    read = Read(rows=selected if isinstance(selected, str) else selected.to(device),
-                groups={name: keys.to(device) for name, keys in key_groups(batch).items()})
+    read = Read(
+        rows=selected if isinstance(selected, str) else selected.to(device),
+        groups={name: keys.to(device) for name, keys in key_groups(batch).items()},
+    )
     with probe(lm, read=read) as rec:
         lm.model(**{name: value.to(device) for name, value in batch.inputs.items()})
-    mass = rec.mass.float().cpu().numpy()                                       # [B, L, H, G]
+    mass = rec.mass.float().cpu().numpy()  # [B, L, H, G]
     return {name: mass[..., g] for g, name in enumerate(rec.group_names)}
 
 
-def mass_run(lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache,
-             batch_size: int = 16) -> dict[str, np.ndarray]:
+def mass_run(
+    lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache, batch_size: int = 16
+) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
     corpus_obj = load_corpus(corpus)
-    params = {"model": model_fingerprint(lm), "corpus": corpus, "kind": kind, "seed": seed, "rows": rows,
-              "dtype": str(lm.model.dtype),
-              "code": code_version(heads, inputs, interventions, stimuli, sys.modules[__name__])}
-    per_item = cache.cached_chunks("head_mass", params, n_items, batch_size,
-                                   lambda start, stop: item_masses(lm, build_items(kind, corpus_obj, stop, seed)[start:],
-                                                                   rows))
+    params = {
+        "model": model_fingerprint(lm),
+        "corpus": corpus,
+        "kind": kind,
+        "seed": seed,
+        "rows": rows,
+        "dtype": str(lm.model.dtype),
+        "code": code_version(__name__),
+    }
+    per_item = cache.cached_chunks(
+        "head_mass",
+        params,
+        n_items,
+        batch_size,
+        lambda start, stop: item_masses(lm, build_items(kind, corpus_obj, stop, seed)[start:], rows),
+    )
     return {name: values.mean(0) for name, values in per_item.items()}
 
 
@@ -67,6 +78,13 @@ def set_mass_statistics(mass: np.ndarray, head_sets: np.ndarray) -> pd.DataFrame
         values = mass[head_set]
         if values.size == 0:
             raise ValueError("an empty head-set has no mass statistics")
-        rows.append({"mean": values.mean(), "median": np.median(values), "min": values.min(),
-                     "max": values.max(), "SD": values.std()})
+        rows.append(
+            {
+                "mean": values.mean(),
+                "median": np.median(values),
+                "min": values.min(),
+                "max": values.max(),
+                "SD": values.std(),
+            }
+        )
     return pd.DataFrame(rows)

@@ -3,6 +3,7 @@
 A file holds `{"model", "setting", "selection", "k", "n_layers", "n_heads", "heads": [[layer, head], ...],
 "scores": [...]}`; heads are listed best first. Other notebooks and users load them by path.
 """
+
 import json
 from pathlib import Path
 
@@ -30,9 +31,16 @@ def to_mask(heads: list[list[int]], n_layers: int, n_heads: int) -> np.ndarray:
 def save(path: Path, *, model: str, setting: str, selection: str, mask: np.ndarray, scores: np.ndarray) -> Path:
     """Write a head-set file; `selection` says how it was chosen ('flat top-k', 'top-k per layer')."""
     heads = to_list(mask, scores)
-    record = {"model": model, "setting": setting, "selection": selection, "k": len(heads),
-              "n_layers": int(mask.shape[0]), "n_heads": int(mask.shape[1]), "heads": heads,
-              "scores": [round(float(scores[l, h]), 6) for l, h in heads]}
+    record = {
+        "model": model,
+        "setting": setting,
+        "selection": selection,
+        "k": len(heads),
+        "n_layers": int(mask.shape[0]),
+        "n_heads": int(mask.shape[1]),
+        "heads": heads,
+        "scores": [round(float(scores[l, h]), 6) for l, h in heads],
+    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1))
@@ -49,8 +57,9 @@ def load(path: Path) -> dict:
     return record
 
 
-def load_settings(folder: Path, settings, model: str, n_layers: int, n_heads: int,
-                  suffix: str = "") -> dict[str, np.ndarray]:
+def load_settings(
+    folder: Path, settings, model: str, n_layers: int, n_heads: int, suffix: str = ""
+) -> dict[str, np.ndarray]:
     """The head-sets `<folder>/<setting><suffix>.json` of `settings` (suffix "": flat top-k,
     "_per_layer": top-k per layer) as bool masks [L, H], checked against the model in use (same name,
     same L x H); a missing file says to run 01_discovery first."""
@@ -58,12 +67,16 @@ def load_settings(folder: Path, settings, model: str, n_layers: int, n_heads: in
     for setting in settings:
         path = Path(folder) / f"{setting}{suffix}.json"
         if not path.exists():
-            raise FileNotFoundError(f"no head-set file {path}: run notebook 01_discovery with the same model and "
-                                    f"out_dir first (python -m helpers.run 01)")
+            raise FileNotFoundError(
+                f"no head-set file {path}: run notebook 01_discovery with the same model and "
+                f"out_dir first (python -m helpers.run 01)"
+            )
         record = load(path)
         if record["model"] != model or (record["n_layers"], record["n_heads"]) != (n_layers, n_heads):
-            raise ValueError(f"{path} was discovered on {record['model']!r} ({record['n_layers']} x {record['n_heads']} "
-                             f"heads), not on {model!r} ({n_layers} x {n_heads}): rerun 01_discovery for this model")
+            raise ValueError(
+                f"{path} was discovered on {record['model']!r} ({record['n_layers']} x {record['n_heads']} "
+                f"heads), not on {model!r} ({n_layers} x {n_heads}): rerun 01_discovery for this model"
+            )
         masks[setting] = record["mask"]
     return masks
 
@@ -79,8 +92,10 @@ def load_score_maps(path: Path, settings, n_layers: int, n_heads: int) -> dict[s
     for setting in settings:
         rows = table[table.setting == setting]
         if len(rows) != n_layers * n_heads or rows["layer"].max() >= n_layers or rows["head"].max() >= n_heads:
-            raise ValueError(f"{path} holds {len(rows)} scores of {setting!r}, not one per head of {n_layers} x "
-                             f"{n_heads}: rerun 01_discovery for this model")
+            raise ValueError(
+                f"{path} holds {len(rows)} scores of {setting!r}, not one per head of {n_layers} x "
+                f"{n_heads}: rerun 01_discovery for this model"
+            )
         scores = np.full((n_layers, n_heads), np.nan)
         scores[rows["layer"].to_numpy(), rows["head"].to_numpy()] = rows["score"].to_numpy()
         maps[setting] = scores

@@ -14,22 +14,20 @@ The mismatched arm carries the damage that masking does to any prompt, so it can
 (keys="text") from a head-set measures how much the set carries text (Table 12). Per-item, per-set
 probabilities are cached on disk in chunks of items.
 """
-import sys
 
 import numpy as np
 import torch
 
-from helpers import heads, interventions, stimuli
 from helpers.cache import ResultCache, code_version
-from helpers.discovery import model_fingerprint
-from helpers.heads import HIDE
-from helpers.inputs import build_batch
-from helpers.interventions import letter_probs_under
-from helpers.mcq import letter_probs
-from helpers.stimuli import load_corpus, single_image_items
+from helpers.engine.attention import HIDE
+from helpers.engine.inputs import build_batch
+from helpers.engine.interventions import letter_probs_under
+from helpers.engine.loading import model_fingerprint
+from helpers.engine.mcq import letter_probs
 from helpers.steering import head_sets_key
+from helpers.stimuli import Item, load_corpus, single_image_items
 
-ARMS = ("matched", "mismatched")           # the two arms of NCS
+ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")
 KEY_GROUPS = ("image", "text")
 
@@ -44,8 +42,9 @@ def hidden_keys(batch, keys: str) -> torch.Tensor:
 
 
 @torch.no_grad()
-def mask_items(lm, items: list[stimuli.Item], head_sets: np.ndarray, rows: str = "all",
-               sets_per_forward: int = 64, keys: str = "image") -> dict[str, np.ndarray]:
+def mask_items(
+    lm, items: list[Item], head_sets: np.ndarray, rows: str = "all", sets_per_forward: int = 64, keys: str = "image"
+) -> dict[str, np.ndarray]:
     """Letter probabilities of every item with `keys` (hidden_keys) hidden from each head-set [n, L, H].
 
     Returns p_masked [N, n, 4], p_clean [N, 4] and correct [N]."""
@@ -55,13 +54,26 @@ def mask_items(lm, items: list[stimuli.Item], head_sets: np.ndarray, rows: str =
         batch = build_batch(lm.processor, [item])
         p_masked.append(letter_probs_under(lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward))
         p_clean.append(letter_probs(lm.model, lm.processor, batch)[0])
-    return {"p_masked": torch.stack(p_masked).numpy(), "p_clean": torch.stack(p_clean).numpy(),
-            "correct": np.array([item.correct for item in items])}
+    return {
+        "p_masked": torch.stack(p_masked).numpy(),
+        "p_clean": torch.stack(p_clean).numpy(),
+        "correct": np.array([item.correct for item in items]),
+    }
 
 
-def necessity_run(lm, corpus: str, n_items: int, seed: int, head_sets: np.ndarray, rows: str, cache: ResultCache,
-                  chunk: int = 10, sets_per_forward: int = 64, arms: tuple[str, ...] = ARMS,
-                  keys: str = "image") -> dict[str, np.ndarray]:
+def necessity_run(
+    lm,
+    corpus: str,
+    n_items: int,
+    seed: int,
+    head_sets: np.ndarray,
+    rows: str,
+    cache: ResultCache,
+    chunk: int = 10,
+    sets_per_forward: int = 64,
+    arms: tuple[str, ...] = ARMS,
+    keys: str = "image",
+) -> dict[str, np.ndarray]:
     """mask_items on `arms` (default: both NCS arms) of `n_items` single-image MCQs of `corpus`, the
     `keys` hidden, cached per chunk of items.
 
@@ -70,17 +82,30 @@ def necessity_run(lm, corpus: str, n_items: int, seed: int, head_sets: np.ndarra
     if bad or not arms:
         raise ValueError(f"arms {list(arms)} must be a non-empty selection of {ALL_ARMS}")
     corpus_obj = load_corpus(corpus)
-    params = {"model": model_fingerprint(lm), "corpus": corpus, "seed": seed, "head_sets": head_sets_key(head_sets),
-              "rows": rows, "arms": list(arms), "keys": keys, "dtype": str(lm.model.dtype),
-              "code": code_version(heads, interventions, stimuli, sys.modules[__name__])}
+    params = {
+        "model": model_fingerprint(lm),
+        "corpus": corpus,
+        "seed": seed,
+        "head_sets": head_sets_key(head_sets),
+        "rows": rows,
+        "arms": list(arms),
+        "keys": keys,
+        "dtype": str(lm.model.dtype),
+        "code": code_version(__name__),
+    }
 
     def compute(start, stop):
         out = {}
         for arm in arms:
             items = single_image_items(corpus_obj, stop, seed, arm)[start:]
-            out.update({f"{arm}_{key}": value
-                        for key, value in mask_items(lm, items, head_sets, rows, sets_per_forward, keys).items()})
+            out.update(
+                {
+                    f"{arm}_{key}": value
+                    for key, value in mask_items(lm, items, head_sets, rows, sets_per_forward, keys).items()
+                }
+            )
         return out
+
     return cache.cached_chunks("necessity", params, n_items, chunk, compute)
 
 
@@ -89,7 +114,7 @@ def drop(run: dict[str, np.ndarray], arm: str) -> np.ndarray:
     if arm not in ALL_ARMS:
         raise ValueError(f"arm {arm!r} is not one of {ALL_ARMS}")
     correct = run[f"{arm}_correct"]
-    clean = np.take_along_axis(run[f"{arm}_p_clean"], correct[:, None], axis=1)            # [N, 1]
+    clean = np.take_along_axis(run[f"{arm}_p_clean"], correct[:, None], axis=1)  # [N, 1]
     masked = np.take_along_axis(run[f"{arm}_p_masked"], correct[:, None, None], axis=2)[..., 0]  # [N, n]
     return clean - masked
 

@@ -3,6 +3,7 @@
 Scores are arrays over heads, `[L, H]` (one setting's mean score) or `[N, L, H]` (per item); a head-set
 is a bool mask `[L, H]`. Ties are broken by flat head index (layer-major), so results are deterministic.
 """
+
 from itertools import combinations
 
 import numpy as np
@@ -49,8 +50,11 @@ def changed_factor(a: str, b: str) -> str | None:
 
 def one_factor_pairs(matrix: pd.DataFrame) -> pd.DataFrame:
     """Every pair of settings that differ in one factor, with its overlap."""
-    rows = [{"a": a, "b": b, "factor": changed_factor(a, b), "overlap": int(matrix.loc[a, b])}
-            for a, b in combinations(matrix.index, 2) if changed_factor(a, b)]
+    rows = [
+        {"a": a, "b": b, "factor": changed_factor(a, b), "overlap": int(matrix.loc[a, b])}
+        for a, b in combinations(matrix.index, 2)
+        if changed_factor(a, b)
+    ]
     return pd.DataFrame(rows, columns=["a", "b", "factor", "overlap"])
 
 
@@ -63,32 +67,46 @@ def split_halves(n_items: int, n_splits: int, seed: int) -> np.ndarray:
     return np.stack([rng.permutation(n_items)[: 2 * half].reshape(2, half) for _ in range(n_splits)])
 
 
-def half_split_overlaps(item_scores_a: np.ndarray, item_scores_b: np.ndarray, k: int,
-                        splits: np.ndarray) -> np.ndarray:
+def half_split_overlaps(
+    item_scores_a: np.ndarray, item_scores_b: np.ndarray, k: int, splits: np.ndarray
+) -> np.ndarray:
     """Overlap of A's top-k on one half of the items with B's top-k on the other half, per split.
 
     With A == B this is the noise ceiling of a setting (two halves of the same data agree this much);
     with A != B it is the cross-setting overlap at the same data size. -> [n_splits]
     """
-    return np.array([overlap(top_k(item_scores_a[h1].mean(0), k), top_k(item_scores_b[h2].mean(0), k))
-                     for h1, h2 in splits])
+    return np.array(
+        [overlap(top_k(item_scores_a[h1].mean(0), k), top_k(item_scores_b[h2].mean(0), k)) for h1, h2 in splits]
+    )
 
 
-def ceiling_table(item_scores: dict[str, np.ndarray], pairs: list[tuple[str, str]], k: int,
-                  n_splits: int, seed: int) -> pd.DataFrame:
+def ceiling_table(
+    item_scores: dict[str, np.ndarray], pairs: list[tuple[str, str]], k: int, n_splits: int, seed: int
+) -> pd.DataFrame:
     """Table 20: per pair, overlap at half the items (mean, 2.5/97.5 percentiles over the splits), the
     geometric mean of the two settings' half-split ceilings, and overlap / ceiling."""
     n = min(len(s) for s in item_scores.values())
     splits = split_halves(n, n_splits, seed)
-    ceiling = {name: half_split_overlaps(s[:n], s[:n], k, splits).mean()
-               for name, s in item_scores.items() if any(name in p for p in pairs)}
+    ceiling = {
+        name: half_split_overlaps(s[:n], s[:n], k, splits).mean()
+        for name, s in item_scores.items()
+        if any(name in p for p in pairs)
+    }
     rows = []
     for a, b in pairs:
         o = half_split_overlaps(item_scores[a][:n], item_scores[b][:n], k, splits)
         ceil = float(np.sqrt(ceiling[a] * ceiling[b]))
-        rows.append({"what changes": changed_factor(a, b) or "several", "pair": f"{a} vs {b}",
-                     "shared": o.mean(), "p2.5": np.percentile(o, 2.5), "p97.5": np.percentile(o, 97.5),
-                     "ceiling": ceil, "fraction": o.mean() / ceil if ceil else np.nan})
+        rows.append(
+            {
+                "what changes": changed_factor(a, b) or "several",
+                "pair": f"{a} vs {b}",
+                "shared": o.mean(),
+                "p2.5": np.percentile(o, 2.5),
+                "p97.5": np.percentile(o, 97.5),
+                "ceiling": ceil,
+                "fraction": o.mean() / ceil if ceil else np.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -4,18 +4,26 @@ A notebook passes its parameters as a dict; `validate` checks each known name, a
 sizes when `smoke` is true, and returns a namespace. A bad value stops with a message naming it and
 what is allowed.
 """
+
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
 from helpers.design import CORPORA, SETTINGS
-from helpers.interventions import ROW_GROUPS
+from helpers.engine.interventions import ROW_GROUPS
 
 DEVICES = ("cpu", "cuda", "mps", "auto")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-SIZE_MINIMUM = {"batch_size": 1, "n_items": 2, "n_strips": 2, "n_random": 2, "n_random_large": 2, "n_splits": 1,
-                "n_boot": 10}
+SIZE_MINIMUM = {
+    "batch_size": 1,
+    "n_items": 2,
+    "n_strips": 2,
+    "n_random": 2,
+    "n_random_large": 2,
+    "n_splits": 1,
+    "n_boot": 10,
+}
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
 SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50}
 
@@ -65,12 +73,14 @@ def _check_k(name, optional=False):
         if _is_k(value):
             return value
         _fail(name, value, "use an int >= 1 (heads) or a float share 0 < k < 1")
+
     return check
 
 
 def _is_k(value) -> bool:
-    return not isinstance(value, bool) and ((isinstance(value, int) and value >= 1)
-                                            or (isinstance(value, float) and 0 < value < 1))
+    return not isinstance(value, bool) and (
+        (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1)
+    )
 
 
 def _check_ks(value):
@@ -85,6 +95,7 @@ def _check_size(name):
         if isinstance(value, int) and not isinstance(value, bool) and value >= low:
             return value
         _fail(name, value, f"use an int >= {low}")
+
     return check
 
 
@@ -99,6 +110,7 @@ def _check_flag(name):
         if isinstance(value, bool):
             return value
         _fail(name, value, "use True or False")
+
     return check
 
 
@@ -107,6 +119,7 @@ def _check_dir(name):
         if isinstance(value, (str, Path)) and str(value):
             return Path(value).expanduser().resolve()
         _fail(name, value, "use a folder path")
+
     return check
 
 
@@ -115,6 +128,7 @@ def _check_choice(name, allowed):
         if value in allowed:
             return value
         _fail(name, value, f"allowed: {', '.join(map(repr, allowed))}")
+
     return check
 
 
@@ -139,6 +153,7 @@ def _check_corpus(name):
         if value in CORPORA or (isinstance(value, str) and Path(value).expanduser().is_dir()):
             return value
         _fail(name, value, f"allowed: {', '.join(map(repr, CORPORA))} or an existing image folder")
+
     return check
 
 

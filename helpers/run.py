@@ -8,6 +8,7 @@ Each `notebooks/NN_name.py` (jupytext percent source) is converted to `.ipynb`, 
 `python3` in `notebooks/`, and its executed copy written under `build/notebooks/` (or
 `build/smoke/notebooks/`). The first failure stops the run and names the notebook and the cell.
 """
+
 import argparse
 import ast
 import sys
@@ -71,19 +72,33 @@ def run(sources: list[Path], overrides: dict, build_dir: Path, defaults: dict | 
         print(f"[{i}/{len(inputs)}] {src.stem} {params}", flush=True)
         start = time.time()
         try:
-            papermill.execute_notebook(str(nb), str(output), parameters=params, kernel_name="python3",
-                                       cwd=str(paths.NOTEBOOKS), progress_bar=False)
+            papermill.execute_notebook(
+                str(nb),
+                str(output),
+                parameters=params,
+                kernel_name="python3",
+                cwd=str(paths.NOTEBOOKS),
+                progress_bar=False,
+            )
         except PapermillExecutionError as err:
-            raise SystemExit(f"FAILED {src.stem}: cell {err.cell_index} (execution count {err.exec_count}): "
-                             f"{err.ename}: {err.evalue}\nexecuted copy: {output}")
+            raise SystemExit(
+                f"FAILED {src.stem}: cell {err.cell_index} (execution count {err.exec_count}): "
+                f"{err.ename}: {err.evalue}\nexecuted copy: {output}"
+            ) from None
         print(f"      done in {time.time() - start:.0f} s -> {output}", flush=True)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="prefixes of notebooks to run (default: all)")
-    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="parameter override, as papermill's -p")
+    parser.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="parameter override, as papermill's -p",
+    )
     parser.add_argument("--smoke", action="store_true", help="small sizes; outputs under build/smoke/")
     args = parser.parse_args(argv)
     root = paths.BUILD / "smoke" if args.smoke else paths.BUILD

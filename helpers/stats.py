@@ -9,6 +9,7 @@
   of its random sets, item by item;
 - Spearman's rho between a statistic and a score across sets.
 """
+
 import numpy as np
 from scipy import stats as scipy_stats
 
@@ -17,8 +18,10 @@ def rank_p(discovered: float, random: np.ndarray) -> float:
     """(1 + #{random >= discovered}) / (R + 1): the one-sided rank p of S among R random sets."""
     random = np.asarray(random, dtype=float).ravel()
     if random.size == 0 or np.isnan(random).any() or np.isnan(discovered):
-        raise ValueError(f"rank_p needs a finite discovered value and >= 1 finite random values "
-                         f"(got {discovered!r} and {random.size} values)")
+        raise ValueError(
+            f"rank_p needs a finite discovered value and >= 1 finite random values "
+            f"(got {discovered!r} and {random.size} values)"
+        )
     return float((1 + np.sum(random >= discovered)) / (random.size + 1))
 
 
@@ -53,16 +56,16 @@ def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, f
     return mean, float(mean - half), float(mean + half)
 
 
-def bootstrap_interval(statistic, arrays: tuple[np.ndarray, ...], n_boot: int = 2000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float, float]:
+def bootstrap_interval(
+    statistic, arrays: tuple[np.ndarray, ...], n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
     """(value, low, high): `statistic(*arrays)` and its percentile bootstrap interval, resampling the
     items (the first axis, shared by all arrays: paired resampling) with replacement."""
     n = len(arrays[0])
     if any(len(a) != n for a in arrays):
         raise ValueError(f"bootstrap arrays must share their first axis; lengths {[len(a) for a in arrays]}")
     rng = np.random.default_rng(seed)
-    draws = np.array([statistic(*(a[index] for a in arrays))
-                      for index in rng.integers(0, n, size=(n_boot, n))])
+    draws = np.array([statistic(*(a[index] for a in arrays)) for index in rng.integers(0, n, size=(n_boot, n))])
     low, high = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
     return float(statistic(*arrays)), float(low), float(high)
 
@@ -80,7 +83,7 @@ def excess_over_random(discovered: np.ndarray, random: np.ndarray) -> tuple[floa
     discovered, random = np.asarray(discovered, dtype=float), np.asarray(random, dtype=float)
     if random.ndim != 2 or random.shape[0] != discovered.shape[0]:
         raise ValueError(f"random must be [N, R] with N = {discovered.shape[0]} items; got {random.shape}")
-    excess = discovered - random.mean(1)                                  # [N]
+    excess = discovered - random.mean(1)  # [N]
     return float(excess.mean()), float(scipy_stats.ttest_1samp(excess, 0.0, alternative="greater").pvalue)
 
 
@@ -95,15 +98,21 @@ def spearman(a, b) -> float:
 def random_summary(random: np.ndarray) -> dict[str, float]:
     """Summary of R random sets from per-item values [N, R]: the mean of the set means with a 95%
     t-interval over the draws, their sd, min and max."""
-    set_means = np.asarray(random, dtype=float).mean(0)                    # [R]
+    set_means = np.asarray(random, dtype=float).mean(0)  # [R]
     mean, low, high = t_interval(set_means)
-    return {"random mean": mean, "random low": low, "random high": high,
-            "random sd": float(set_means.std(ddof=1)) if set_means.size > 1 else float("nan"),
-            "random min": float(set_means.min()), "random max": float(set_means.max())}
+    return {
+        "random mean": mean,
+        "random low": low,
+        "random high": high,
+        "random sd": float(set_means.std(ddof=1)) if set_means.size > 1 else float("nan"),
+        "random min": float(set_means.min()),
+        "random max": float(set_means.max()),
+    }
 
 
-def against_random(discovered: np.ndarray, random: np.ndarray, interval: str = "t", n_boot: int = 2000,
-                   seed: int = 0) -> dict[str, float]:
+def against_random(
+    discovered: np.ndarray, random: np.ndarray, interval: str = "t", n_boot: int = 2000, seed: int = 0
+) -> dict[str, float]:
     """One row of "S vs. its random sets" from per-item values.
 
     discovered: [N] per-item values of S; random: [N, R] per-item values of R random sets. S's mean gets a
@@ -119,6 +128,12 @@ def against_random(discovered: np.ndarray, random: np.ndarray, interval: str = "
         s, s_low, s_high = bootstrap_interval(np.mean, (discovered,), n_boot, seed)
     else:
         raise ValueError(f"interval {interval!r} is not one of 't', 'bootstrap'")
-    set_means = random.mean(0)                                             # [R]
-    return {"S": s, "S low": s_low, "S high": s_high, **random_summary(random), "p": rank_p(s, set_means),
-            "z": z_score(s, set_means) if set_means.size > 1 else float("nan")}
+    set_means = random.mean(0)  # [R]
+    return {
+        "S": s,
+        "S low": s_low,
+        "S high": s_high,
+        **random_summary(random),
+        "p": rank_p(s, set_means),
+        "z": z_score(s, set_means) if set_means.size > 1 else float("nan"),
+    }

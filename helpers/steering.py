@@ -12,22 +12,21 @@ instead, which gives the region-contrast necessity NCS_grid = P(c | d hidden) - 
 One distractor per item, drawn by seed from the three other cells. Per-item, per-set probabilities
 are cached on disk in chunks of items, so every statistic over sets and items is computed afterwards.
 """
+
 import hashlib
-import sys
 
 import numpy as np
 import torch
 
-from helpers import heads, interventions, stimuli
 from helpers.cache import ResultCache, code_version
-from helpers.discovery import model_fingerprint
-from helpers.inputs import build_batch
-from helpers.interventions import letter_probs_under
-from helpers.mcq import letter_probs
-from helpers.stimuli import LETTERS, grid_items, load_corpus
+from helpers.engine.inputs import build_batch
+from helpers.engine.interventions import letter_probs_under
+from helpers.engine.loading import model_fingerprint
+from helpers.engine.mcq import letter_probs
+from helpers.stimuli import LETTERS, Item, grid_items, load_corpus
 
 
-def distractor_cells(items: list[stimuli.Item], seed: int) -> np.ndarray:
+def distractor_cells(items: list[Item], seed: int) -> np.ndarray:
     """[N] one distractor cell index per item (never the correct one), deterministic by seed and item."""
     out = []
     for item in items:
@@ -36,14 +35,21 @@ def distractor_cells(items: list[stimuli.Item], seed: int) -> np.ndarray:
     return np.array(out)
 
 
-def cell_keys(lm, batch, item: stimuli.Item, cell: int) -> torch.Tensor:
+def cell_keys(lm, batch, item: Item, cell: int) -> torch.Tensor:
     """Bool [1, T]: the image tokens of grid cell `cell` (0..3 = A..D) of the batch's one item."""
     return lm.adapter.region_mask(batch.inputs, item.boxes[LETTERS[cell]], item.image.size, 0)[None]
 
 
 @torch.no_grad()
-def steer_items(lm, items: list[stimuli.Item], distractors: np.ndarray, head_sets: np.ndarray, beta: float,
-                rows: str = "all", sets_per_forward: int = 64) -> dict[str, np.ndarray]:
+def steer_items(
+    lm,
+    items: list[Item],
+    distractors: np.ndarray,
+    head_sets: np.ndarray,
+    beta: float,
+    rows: str = "all",
+    sets_per_forward: int = 64,
+) -> dict[str, np.ndarray]:
     """Letter probabilities of every item under do(S -> c) and do(S -> d) for every head-set.
 
     head_sets: bool [n, L, H]. Returns p_to_c and p_to_d [N, n, 4], p_clean [N, 4], correct and
@@ -53,15 +59,20 @@ def steer_items(lm, items: list[stimuli.Item], distractors: np.ndarray, head_set
     p_to_c, p_to_d, p_clean = [], [], []
     for item, d in zip(items, distractors):
         batch = build_batch(lm.processor, [item])
-        keys = torch.cat([cell_keys(lm, batch, item, item.correct).expand(n, -1),
-                          cell_keys(lm, batch, item, int(d)).expand(n, -1)])                 # [2n, T]
+        keys = torch.cat(
+            [cell_keys(lm, batch, item, item.correct).expand(n, -1), cell_keys(lm, batch, item, int(d)).expand(n, -1)]
+        )  # [2n, T]
         probs = letter_probs_under(lm, batch, torch.cat([sets, sets]), keys, beta, rows, sets_per_forward)
         p_to_c.append(probs[:n])
         p_to_d.append(probs[n:])
         p_clean.append(letter_probs(lm.model, lm.processor, batch)[0])
-    return {"p_to_c": torch.stack(p_to_c).numpy(), "p_to_d": torch.stack(p_to_d).numpy(),
-            "p_clean": torch.stack(p_clean).numpy(), "correct": np.array([i.correct for i in items]),
-            "distractor": np.asarray(distractors)}
+    return {
+        "p_to_c": torch.stack(p_to_c).numpy(),
+        "p_to_d": torch.stack(p_to_d).numpy(),
+        "p_clean": torch.stack(p_clean).numpy(),
+        "correct": np.array([i.correct for i in items]),
+        "distractor": np.asarray(distractors),
+    }
 
 
 def head_sets_key(head_sets: np.ndarray) -> str:
@@ -70,17 +81,35 @@ def head_sets_key(head_sets: np.ndarray) -> str:
     return f"{head_sets.shape}:{hashlib.sha256(np.packbits(head_sets).tobytes()).hexdigest()[:16]}"
 
 
-def steering_run(lm, corpus: str, n_items: int, seed: int, head_sets: np.ndarray, beta: float, rows: str,
-                 cache: ResultCache, chunk: int = 10, sets_per_forward: int = 64) -> dict[str, np.ndarray]:
+def steering_run(
+    lm,
+    corpus: str,
+    n_items: int,
+    seed: int,
+    head_sets: np.ndarray,
+    beta: float,
+    rows: str,
+    cache: ResultCache,
+    chunk: int = 10,
+    sets_per_forward: int = 64,
+) -> dict[str, np.ndarray]:
     """steer_items over `n_items` plain grids of `corpus`, cached per chunk of items."""
     corpus_obj = load_corpus(corpus)
-    params = {"model": model_fingerprint(lm), "corpus": corpus, "seed": seed, "head_sets": head_sets_key(head_sets),
-              "beta": float(beta), "rows": rows, "dtype": str(lm.model.dtype),
-              "code": code_version(heads, interventions, stimuli, sys.modules[__name__])}
+    params = {
+        "model": model_fingerprint(lm),
+        "corpus": corpus,
+        "seed": seed,
+        "head_sets": head_sets_key(head_sets),
+        "beta": float(beta),
+        "rows": rows,
+        "dtype": str(lm.model.dtype),
+        "code": code_version(__name__),
+    }
 
     def compute(start, stop):
         items = grid_items(corpus_obj, stop, seed)[start:]
         return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, rows, sets_per_forward)
+
     return cache.cached_chunks("steering", params, n_items, chunk, compute)
 
 

@@ -5,25 +5,26 @@ A *corpus* hands out square tiles of a named class (`tile(label, rng, size)`); t
 image folder of real pictures. Builders turn a corpus into `Item`s, deterministically by seed:
 
 - strips of six panels (3 columns x 2 rows, read left to right, top to bottom) with an ordinal question
-  ("What is in panel 3?" -> "panel 3 red star"), a referring question ("Which panel shows the red
-  star?" -> "red star in panel 3"), a describe-every-panel task and its inverse, a locate-every-object
-  task (used to teach the toy model where each panel is and what is where);
+  ("What is in panel 3?" -> "panel 3 red star") or a referring question ("Which panel shows the red
+  star?" -> "red star in panel 3");
 - 2x2 grids whose cells are options A-D (the CERS apparatus), with an oracle variant naming the
-  target cell, a blank-image floor and describe-every-cell and locate-every-object training tasks;
+  target cell and a blank-image floor;
 - single-image MCQ, matched (the image shows the correct option) and mismatched (it shows a class
   excluded from the options), and a text-solvable arm (the answer is in the text); options are written
-  "Options: red star (A), blue ring (B), ...", each letter after its text;
-- two more training tasks for the toy model: naming a single image, and reciting the options with
-  their letters in a shuffled order (`option_recall`).
+  "Options: red star (A), blue ring (B), ...", each letter after its text.
+
+The toy model's own training tasks (describe, locate, name, recall) are built from these items in
+`helpers/toy/tasks.py`.
 
 Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are character offsets into
 `Item.prompt`.
 """
+
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +32,20 @@ from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
 
 Box = tuple[int, int, int, int]
 
-PANEL_SIZE = 64            # px; 2x2 image tokens per panel in Qwen3-VL (32 px tokens), one in the toy (64 px)
+PANEL_SIZE = 64  # px; 2x2 image tokens per panel in Qwen3-VL (32 px tokens), one in the toy (64 px)
 STRIP_PANELS = 6
 STRIP_COLUMNS = 3
 LETTERS = ("A", "B", "C", "D")
-GRID_CELL_NAMES = ("top left", "top right", "bottom left", "bottom right")   # cells of A, B, C, D
+GRID_CELL_NAMES = ("top left", "top right", "bottom left", "bottom right")  # cells of A, B, C, D
 BLANK_GREY = (128, 128, 128)
 
 COLOURS = {
-    "red": (215, 35, 35), "green": (30, 160, 60), "blue": (40, 80, 220),
-    "yellow": (240, 205, 30), "purple": (140, 50, 180), "black": (20, 20, 20),
+    "red": (215, 35, 35),
+    "green": (30, 160, 60),
+    "blue": (40, 80, 220),
+    "yellow": (240, 205, 30),
+    "purple": (140, 50, 180),
+    "black": (20, 20, 20),
 }
 SHAPES = ("circle", "square", "triangle", "cross", "star", "ring")
 
@@ -48,25 +53,27 @@ SHAPES = ("circle", "square", "triangle", "cross", "star", "ring")
 @dataclass
 class Item:
     """One stimulus: an image, a prompt, the expected answer text and the regions of the image."""
-    kind: str                       # e.g. "strip_ord", "grid", "single_mismatched"; see KINDS
-    corpus: str                     # name of the corpus the tiles came from
-    image: Image.Image              # RGB
-    prompt: str                     # the user text (the image comes before it in the chat turn)
-    answer: str                     # the expected answer: a label, "panel 3", a letter, or a description
-    query_span: tuple[int, int]     # char offsets [start, end) into prompt of the words that pick the target
-    boxes: dict[str, Box]           # every region of the image: "panel 1".."panel 6", "A".."D" or "image"
-    target: str                     # key of boxes holding the asked-about region
-    labels: tuple[str, ...]         # class shown in each region, in the order of boxes
-    options: tuple[str, ...] = ()   # option texts of an MCQ, in letter order
-    correct: int | None = None      # index into options of the correct option (MCQ only)
-    seed_key: tuple[int, ...] = field(default=(), repr=False)   # the rng key the item was built from
+
+    kind: str  # e.g. "strip_ord", "grid", "single_mismatched"; see KINDS
+    corpus: str  # name of the corpus the tiles came from
+    image: Image.Image  # RGB
+    prompt: str  # the user text (the image comes before it in the chat turn)
+    answer: str  # the expected answer: a label, "panel 3", a letter, or a description
+    query_span: tuple[int, int]  # char offsets [start, end) into prompt of the words that pick the target
+    boxes: dict[str, Box]  # every region of the image: "panel 1".."panel 6", "A".."D" or "image"
+    target: str  # key of boxes holding the asked-about region
+    labels: tuple[str, ...]  # class shown in each region, in the order of boxes
+    options: tuple[str, ...] = ()  # option texts of an MCQ, in letter order
+    correct: int | None = None  # index into options of the correct option (MCQ only)
+    seed_key: tuple[int, ...] = field(default=(), repr=False)  # the rng key the item was built from
 
     @property
     def query_text(self) -> str:
-        return self.prompt[self.query_span[0]:self.query_span[1]]
+        return self.prompt[self.query_span[0] : self.query_span[1]]
 
 
 # --------------------------------------------------------------------------------------------- corpora
+
 
 class SyntheticCorpus:
     """Coloured shapes drawn on the fly; a label is "<colour> <shape>" (36 classes).
@@ -112,8 +119,10 @@ class ImageFolderCorpus:
         else:
             raise ValueError(f"image corpus source {str(source)!r} is neither a folder nor a .csv file")
         if not paths_by_label:
-            raise ValueError(f"image corpus {str(source)!r} holds no images "
-                             f"(expected class sub-folders with {self.IMAGE_SUFFIXES} files, or path,label rows)")
+            raise ValueError(
+                f"image corpus {str(source)!r} holds no images "
+                f"(expected class sub-folders with {self.IMAGE_SUFFIXES} files, or path,label rows)"
+            )
         self.name = name or source.stem
         self.paths_by_label = paths_by_label
         self.labels = tuple(sorted(paths_by_label))
@@ -166,6 +175,7 @@ def load_corpus(name_or_path: str | Path) -> SyntheticCorpus | ImageFolderCorpus
 
 # ------------------------------------------------------------------------------------- drawing tiles
 
+
 def _shape_polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
     if shape == "square":
         return [(cx - r, cy - r), (cx + r, cy - r), (cx + r, cy + r), (cx - r, cy + r)]
@@ -173,9 +183,20 @@ def _shape_polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[flo
         return [(cx, cy - r), (cx + r, cy + r * 0.8), (cx - r, cy + r * 0.8)]
     if shape == "cross":
         w = r * 0.38
-        return [(cx - w, cy - r), (cx + w, cy - r), (cx + w, cy - w), (cx + r, cy - w), (cx + r, cy + w),
-                (cx + w, cy + w), (cx + w, cy + r), (cx - w, cy + r), (cx - w, cy + w), (cx - r, cy + w),
-                (cx - r, cy - w), (cx - w, cy - w)]
+        return [
+            (cx - w, cy - r),
+            (cx + w, cy - r),
+            (cx + w, cy - w),
+            (cx + r, cy - w),
+            (cx + r, cy + w),
+            (cx + w, cy + w),
+            (cx + w, cy + r),
+            (cx - w, cy + r),
+            (cx - w, cy + w),
+            (cx - r, cy + w),
+            (cx - r, cy - w),
+            (cx - w, cy - w),
+        ]
     if shape == "star":
         points = []
         for k in range(10):
@@ -230,11 +251,10 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
 
 # --------------------------------------------------------------------------------------------- helpers
 
-KINDS = ("strip_ord", "strip_ref", "strip_describe", "strip_locate", "grid", "grid_oracle", "grid_blank",
-         "grid_describe", "grid_locate", "single_matched", "single_mismatched", "text", "single_name", "option_recall")
+KINDS = ("strip_ord", "strip_ref", "grid", "grid_oracle", "grid_blank", "single_matched", "single_mismatched", "text")
 
 
-def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
+def item_rng(seed: int, stream: str, index: int) -> np.random.Generator:
     """Independent, reproducible stream per (seed, stream name, item index)."""
     stream_code = sum((i + 1) * ord(ch) for i, ch in enumerate(stream))
     return np.random.default_rng([seed, stream_code, index])
@@ -242,8 +262,9 @@ def _rng(seed: int, stream: str, index: int) -> np.random.Generator:
 
 def _need_classes(corpus, needed: int, what: str):
     if len(corpus.labels) < needed:
-        raise ValueError(f"{what} needs at least {needed} classes, corpus {corpus.name!r} has "
-                         f"{len(corpus.labels)}: {corpus.labels}")
+        raise ValueError(
+            f"{what} needs at least {needed} classes, corpus {corpus.name!r} has {len(corpus.labels)}: {corpus.labels}"
+        )
 
 
 def _paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, list[Box]]:
@@ -259,26 +280,19 @@ def _paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, l
     return canvas, boxes
 
 
-def _span(text: str, phrase: str) -> tuple[int, int]:
+def text_span(text: str, phrase: str) -> tuple[int, int]:
     start = text.index(phrase)
     return start, start + len(phrase)
 
 
-def _options_block(options: list[str]) -> str:
+def options_block(options: list[str]) -> str:
     """The options in one sentence, each letter after its text: "Options: purple cross (A), ... (D)."."""
     return "Options: " + ", ".join(f"{option} ({letter})" for letter, option in zip(LETTERS, options)) + "."
 
 
 # ----------------------------------------------------------------------------------------------- strips
 
-LOCATE_REQUEST = "Locate every object in alphabetical order."
-STRIP_QUERIES = ("ord", "ref", "describe", "locate")
-
-
-def alphabetical_order(labels: list[str]) -> list[int]:
-    """Region indices sorted by their label: the fixed order in which the locate tasks list the objects
-    (for the synthetic corpora, the order of the colours' names, since a strip or grid never repeats one)."""
-    return sorted(range(len(labels)), key=lambda i: labels[i])
+STRIP_QUERIES = ("ord", "ref")
 
 
 def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tuple[int, int], str]:
@@ -286,41 +300,51 @@ def strip_question(query: str, labels: list[str], target: int) -> tuple[str, tup
     reading = "The panels are read left to right, top to bottom."
     if query == "ord":
         prompt = f"{reading} What is in panel {target + 1}?"
-        return prompt, _span(prompt, f"panel {target + 1}"), f"panel {target + 1} {labels[target]}"
-    if query == "ref":
-        prompt = f"{reading} Which panel shows the {labels[target]}?"
-        return prompt, _span(prompt, f"the {labels[target]}"), f"{labels[target]} in panel {target + 1}"
-    if query == "locate":
-        prompt = f"{reading} {LOCATE_REQUEST}"
-        answer = ", ".join(f"{labels[i]} in panel {i + 1}" for i in alphabetical_order(labels))
-        return prompt, _span(prompt, "every object"), answer
-    prompt = f"{reading} Describe every panel in order."
-    return prompt, _span(prompt, "every panel"), " ".join(f"{i + 1} {label}" for i, label in enumerate(labels))
+        return prompt, text_span(prompt, f"panel {target + 1}"), f"panel {target + 1} {labels[target]}"
+    if query != "ref":
+        raise ValueError(f"strip query {query!r} is not one of {STRIP_QUERIES}")
+    prompt = f"{reading} Which panel shows the {labels[target]}?"
+    return prompt, text_span(prompt, f"the {labels[target]}"), f"{labels[target]} in panel {target + 1}"
 
 
-def strip_items(corpus, n: int, seed: int, query: str, n_panels: int = STRIP_PANELS,
-                columns: int = STRIP_COLUMNS, panel_size: int = PANEL_SIZE) -> list[Item]:
-    """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> "panel p <label>"),
-    "ref" (Which panel shows the <label>? -> "<label> in panel p"), "describe" (every panel in reading order:
-    "1 red star 2 blue ring ...") or "locate" (every object in alphabetical order with its panel:
-    "black cross in panel 4, blue ring in panel 2, ...")."""
+def strip_items(
+    corpus,
+    n: int,
+    seed: int,
+    query: str,
+    n_panels: int = STRIP_PANELS,
+    columns: int = STRIP_COLUMNS,
+    panel_size: int = PANEL_SIZE,
+) -> list[Item]:
+    """Strips of `n_panels` distinct classes. `query`: "ord" (What is in panel p? -> "panel p <label>") or
+    "ref" (Which panel shows the <label>? -> "<label> in panel p")."""
     if query not in STRIP_QUERIES:
         raise ValueError(f"strip query {query!r} is not one of {STRIP_QUERIES}")
     if columns < 1 or n_panels < 2 or n_panels > 9 or n_panels % columns != 0:
-        raise ValueError(f"n_panels={n_panels} does not fit: it must be 2..9 and fill whole rows of "
-                         f"columns={columns}")
+        raise ValueError(f"n_panels={n_panels} does not fit: it must be 2..9 and fill whole rows of columns={columns}")
     _need_classes(corpus, n_panels, f"a strip of {n_panels} distinct panels")
     items = []
     for index in range(n):
-        rng = _rng(seed, f"strip-{corpus.name}-{n_panels}x{columns}", index)
+        rng = item_rng(seed, f"strip-{corpus.name}-{n_panels}x{columns}", index)
         labels = corpus.pick_labels(rng, n_panels)
         image, panel_boxes = _paste_tiles([corpus.tile(label, rng, panel_size) for label in labels], columns)
         boxes = {f"panel {i + 1}": box for i, box in enumerate(panel_boxes)}
         target = int(rng.integers(n_panels))
         prompt, span, answer = strip_question(query, labels, target)
-        items.append(Item(kind=f"strip_{query}", corpus=corpus.name, image=image, prompt=prompt,
-                          answer=answer, query_span=span, boxes=boxes, target=f"panel {target + 1}",
-                          labels=tuple(labels), seed_key=(seed, index)))
+        items.append(
+            Item(
+                kind=f"strip_{query}",
+                corpus=corpus.name,
+                image=image,
+                prompt=prompt,
+                answer=answer,
+                query_span=span,
+                boxes=boxes,
+                target=f"panel {target + 1}",
+                labels=tuple(labels),
+                seed_key=(seed, index),
+            )
+        )
     return items
 
 
@@ -330,123 +354,99 @@ GRID_LAYOUT = "The image is a 2x2 grid: top left (A), top right (B), bottom left
 
 
 def grid_question(variant: str, labels: list[str], correct: int) -> tuple[str, tuple[int, int]]:
-    """(prompt, query span) of the grid question about cell index `correct` (for "describe" / "locate":
-    the request to name / locate every cell's object)."""
-    if variant == "describe":
-        prompt = f"{GRID_LAYOUT} Name every cell with its letter."
-        return prompt, _span(prompt, "every cell")
-    if variant == "locate":
-        prompt = f"{GRID_LAYOUT} {LOCATE_REQUEST}"
-        return prompt, _span(prompt, "every object")
+    """(prompt, query span) of the grid question about cell index `correct`."""
     question = f"{GRID_LAYOUT} Which cell shows the {labels[correct]}?"
     hint = f" Hint: it is the {GRID_CELL_NAMES[correct]} cell." if variant == "oracle" else ""
     prompt = f"{question}{hint} Answer with the letter."
-    return prompt, _span(prompt, f"the {labels[correct]}")
+    return prompt, text_span(prompt, f"the {labels[correct]}")
 
 
-GRID_VARIANTS = ("plain", "oracle", "blank", "describe", "locate")
-
-
-def grid_answer(variant: str, labels: list[str], correct: int) -> str:
-    """The letter of cell `correct`; for "describe" every cell's letter and label in letter order ("A red
-    star B blue ring ..."), for "locate" every label and its letter in alphabetical order ("black cross (C),
-    blue ring (A), ...")."""
-    if variant == "describe":
-        return " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, labels))
-    if variant == "locate":
-        return ", ".join(f"{labels[i]} ({LETTERS[i]})" for i in alphabetical_order(labels))
-    return LETTERS[correct]
+GRID_VARIANTS = ("plain", "oracle", "blank")
 
 
 def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int = PANEL_SIZE) -> list[Item]:
     """2x2 grids of four distinct classes; cell A top left, B top right, C bottom left, D bottom right.
     The question names one class; the answer is its cell's letter. `variant`: "plain", "oracle" (the
-    prompt also names the target cell, expect ~1), "blank" (same prompt, a blank grey image: ~0.25) or
-    "describe" / "locate" (every cell with its letter, see grid_answer; training tasks that bind cells to
-    letters both ways). Item i has the same classes and target in every variant."""
+    prompt also names the target cell, expect ~1), or "blank" (same prompt, a blank grey image: ~0.25).
+    Item i has the same classes and target in every variant."""
     if variant not in GRID_VARIANTS:
         raise ValueError(f"grid variant {variant!r} is not one of {GRID_VARIANTS}")
     _need_classes(corpus, 4, "a 2x2 grid of four options")
     kind = "grid" if variant == "plain" else f"grid_{variant}"
     items = []
     for index in range(n):
-        rng = _rng(seed, f"grid-{corpus.name}", index)
+        rng = item_rng(seed, f"grid-{corpus.name}", index)
         labels = corpus.pick_labels(rng, 4)
         correct = int(rng.integers(4))
         image, cell_boxes = _paste_tiles([corpus.tile(label, rng, cell_size) for label in labels], 2)
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
         prompt, span = grid_question(variant, labels, correct)
-        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt,
-                          answer=grid_answer(variant, labels, correct),
-                          query_span=span, boxes=dict(zip(LETTERS, cell_boxes)), target=LETTERS[correct],
-                          labels=tuple(labels), options=tuple(labels), correct=correct, seed_key=(seed, index)))
+        items.append(
+            Item(
+                kind=kind,
+                corpus=corpus.name,
+                image=image,
+                prompt=prompt,
+                answer=LETTERS[correct],
+                query_span=span,
+                boxes=dict(zip(LETTERS, cell_boxes)),
+                target=LETTERS[correct],
+                labels=tuple(labels),
+                options=tuple(labels),
+                correct=correct,
+                seed_key=(seed, index),
+            )
+        )
     return items
 
 
 # ----------------------------------------------------------------------------------- single-image MCQ
 
+SINGLE_ARMS = ("matched", "mismatched", "text")
+
+
 def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_size: int = PANEL_SIZE) -> list[Item]:
     """Four class names as options A-D. `arm`: "matched" (the image shows the correct option),
     "mismatched" (it shows a fifth class, not among the options; the correct letter is kept, so
-    P(correct) should sit at chance), "text" (the prompt states the answer; the image shows an
-    unrelated fifth class) or "name" (no options: the answer is the class of the matched image; a
-    training task). Item i has the same options and correct letter in every arm."""
-    if arm not in ("matched", "mismatched", "text", "name", "recall"):
-        raise ValueError(f"single-image arm {arm!r} is not one of 'matched', 'mismatched', 'text', 'name', 'recall'")
+    P(correct) should sit at chance) or "text" (the prompt states the answer; the image shows an
+    unrelated fifth class). Item i has the same options and correct letter in every arm."""
+    if arm not in SINGLE_ARMS:
+        raise ValueError(f"single-image arm {arm!r} is not one of {SINGLE_ARMS}")
     _need_classes(corpus, 5, "single-image MCQ (four options and one excluded class)")
-    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text", "name": "single_name",
-            "recall": "option_recall"}[arm]
+    kind = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}[arm]
     items = []
     for index in range(n):
-        rng = _rng(seed, f"single-{corpus.name}", index)
-        labels = corpus.pick_labels(rng, 5)          # four options, then the excluded class
+        rng = item_rng(seed, f"single-{corpus.name}", index)
+        labels = corpus.pick_labels(rng, 5)  # four options, then the excluded class
         options, excluded = labels[:4], labels[4]
         correct = int(rng.integers(4))
-        shown = options[correct] if arm in ("matched", "name") else excluded
+        shown = options[correct] if arm == "matched" else excluded
         image = corpus.tile(shown, rng, image_size)
-        if arm == "name":
-            prompt = "What is in the image?"
-            items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=shown,
-                              query_span=_span(prompt, "the image"), boxes={"image": (0, 0, image.width, image.height)},
-                              target="image", labels=(shown,), seed_key=(seed, index)))
-            continue
-        answer = LETTERS[correct]
-        if arm == "recall":
-            prompt = f"{_options_block(options)} List them with their letters."
-            span = _span(prompt, "List them")
-            answer = ", ".join(f"{options[i]} ({LETTERS[i]})" for i in rng.permutation(4))
-        elif arm == "text":
+        if arm == "text":
             lead = f"The note says the box holds the {options[correct]}."
-            prompt = f"{lead} What does the box hold? {_options_block(options)} Answer with the letter."
-            span = _span(prompt, f"the {options[correct]}")
+            prompt = f"{lead} What does the box hold? {options_block(options)} Answer with the letter."
+            span = text_span(prompt, f"the {options[correct]}")
         else:
-            prompt = f"What does the image show? {_options_block(options)} Answer with the letter."
-            span = _span(prompt, "the image")
-        items.append(Item(kind=kind, corpus=corpus.name, image=image, prompt=prompt, answer=answer,
-                          query_span=span, boxes={"image": (0, 0, image.width, image.height)},
-                          target="image", labels=(shown,), options=tuple(options), correct=correct,
-                          seed_key=(seed, index)))
+            prompt = f"What does the image show? {options_block(options)} Answer with the letter."
+            span = text_span(prompt, "the image")
+        items.append(
+            Item(
+                kind=kind,
+                corpus=corpus.name,
+                image=image,
+                prompt=prompt,
+                answer=LETTERS[correct],
+                query_span=span,
+                boxes={"image": (0, 0, image.width, image.height)},
+                target="image",
+                labels=(shown,),
+                options=tuple(options),
+                correct=correct,
+                seed_key=(seed, index),
+            )
+        )
     return items
-
-
-RETARGETABLE = ("strip_ord", "strip_ref", "grid", "grid_oracle")
-
-
-def retarget(item: Item, target: int) -> Item:
-    """The same image asked about region index `target` instead (strip ord/ref questions, plain and
-    oracle grids): the follow-up turns of a multi-turn training conversation."""
-    if item.kind not in RETARGETABLE:
-        raise ValueError(f"item kind {item.kind!r} cannot be retargeted; allowed: {RETARGETABLE}")
-    if not 0 <= target < len(item.labels):
-        raise ValueError(f"target {target} is outside the item's {len(item.labels)} regions")
-    labels = list(item.labels)
-    if item.kind.startswith("strip"):
-        prompt, span, answer = strip_question(item.kind.removeprefix("strip_"), labels, target)
-        return replace(item, prompt=prompt, query_span=span, answer=answer, target=f"panel {target + 1}")
-    prompt, span = grid_question("oracle" if item.kind == "grid_oracle" else "plain", labels, target)
-    return replace(item, prompt=prompt, query_span=span, answer=LETTERS[target], target=LETTERS[target],
-                   correct=target)
 
 
 def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
@@ -454,18 +454,12 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
     builders = {
         "strip_ord": lambda: strip_items(corpus, n, seed, "ord"),
         "strip_ref": lambda: strip_items(corpus, n, seed, "ref"),
-        "strip_describe": lambda: strip_items(corpus, n, seed, "describe"),
-        "strip_locate": lambda: strip_items(corpus, n, seed, "locate"),
         "grid": lambda: grid_items(corpus, n, seed, "plain"),
         "grid_oracle": lambda: grid_items(corpus, n, seed, "oracle"),
         "grid_blank": lambda: grid_items(corpus, n, seed, "blank"),
-        "grid_describe": lambda: grid_items(corpus, n, seed, "describe"),
-        "grid_locate": lambda: grid_items(corpus, n, seed, "locate"),
         "single_matched": lambda: single_image_items(corpus, n, seed, "matched"),
         "single_mismatched": lambda: single_image_items(corpus, n, seed, "mismatched"),
         "text": lambda: single_image_items(corpus, n, seed, "text"),
-        "single_name": lambda: single_image_items(corpus, n, seed, "name"),
-        "option_recall": lambda: single_image_items(corpus, n, seed, "recall"),
     }
     if kind not in builders:
         raise ValueError(f"item kind {kind!r} is not one of {KINDS}")

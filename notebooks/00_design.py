@@ -38,22 +38,20 @@ out_dir = "../paper_figures"
 cache_dir = "../.cache/results"
 
 # %%
-import sys
-
-sys.path.insert(0, "..")
-from IPython.display import Image, display
 
 import pandas as pd
+from IPython.display import Image, display
 
 from helpers import params
 from helpers.design import OUTPUTS, k_for
-from helpers.design_figures import design_table, plot_design_grid
+from helpers.engine import load_model
 from helpers.figures import save_figure, save_table
-from helpers.models import load_model
-from helpers.stimuli_figures import plot_example_stimuli
+from helpers.figures.design import design_table, plot_design_grid
+from helpers.figures.stimuli import plot_example_stimuli
 
-P = params.validate(dict(model=model, device=device, dtype=dtype, k=k, seed=seed, smoke=smoke,
-                         out_dir=out_dir, cache_dir=cache_dir))
+P = params.validate(
+    dict(model=model, device=device, dtype=dtype, k=k, seed=seed, smoke=smoke, out_dir=out_dir, cache_dir=cache_dir)
+)
 
 # %% [markdown]
 # ## The 2 x 3 x 2 design
@@ -76,10 +74,23 @@ lm = load_model(P.model, device=P.device, dtype=P.dtype)
 A = lm.adapter
 n_heads = len(A.candidate_layers) * A.n_heads
 K = k_for(n_heads, P.k)
-model_table = pd.DataFrame([{"model": P.model, "family": A.family, "layers": A.n_layers,
-                             "candidate layers": len(A.candidate_layers), "query heads / layer": A.n_heads,
-                             "kv heads / layer": A.n_kv_heads, "head dim": A.head_dim, "candidate heads": n_heads,
-                             "k": K, "k / heads": K / n_heads, "paper": "Qwen3-VL-8B: 36 x 32 = 1,152 heads, k = 100"}])
+model_table = pd.DataFrame(
+    [
+        {
+            "model": P.model,
+            "family": A.family,
+            "layers": A.n_layers,
+            "candidate layers": len(A.candidate_layers),
+            "query heads / layer": A.n_heads,
+            "kv heads / layer": A.n_kv_heads,
+            "head dim": A.head_dim,
+            "candidate heads": n_heads,
+            "k": K,
+            "k / heads": K / n_heads,
+            "paper": "Qwen3-VL-8B: 36 x 32 = 1,152 heads, k = 100",
+        }
+    ]
+)
 save_table(model_table, "design_model", P.out_dir)
 display(model_table.T)
 
@@ -97,5 +108,12 @@ display(Image(str(png)))
 # Every figure is saved as PNG + PDF and every table as CSV + LaTeX into `out_dir`.
 
 # %%
-display(pd.DataFrame([{"notebook": nb, "output": name, "kind": kind}
-                      for nb, outputs in OUTPUTS.items() for name, kind in outputs.items()]))
+display(
+    pd.DataFrame(
+        [
+            {"notebook": nb, "output": name, "kind": kind}
+            for nb, outputs in OUTPUTS.items()
+            for name, kind in outputs.items()
+        ]
+    )
+)

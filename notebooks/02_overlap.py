@@ -38,9 +38,7 @@ out_dir = "../paper_figures"
 cache_dir = "../.cache/results"
 
 # %%
-import sys
 
-sys.path.insert(0, "..")
 import numpy as np
 import pandas as pd
 from IPython.display import display
@@ -49,16 +47,40 @@ from helpers import params
 from helpers.cache import ResultCache
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all
+from helpers.engine import load_model
 from helpers.figures import save_figure, save_table
-from helpers.models import load_model
-from helpers.overlap import (ceiling_table, half_split_overlaps, one_factor_pairs, overlap, overlap_matrix,
-                             random_overlaps, split_halves, top_k, top_k_curve)
-from helpers.overlap_figures import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
+from helpers.figures.overlap import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
+from helpers.overlap import (
+    ceiling_table,
+    half_split_overlaps,
+    one_factor_pairs,
+    overlap,
+    overlap_matrix,
+    random_overlaps,
+    split_halves,
+    top_k,
+    top_k_curve,
+)
 from helpers.paths import REFERENCE
 
-P = params.validate(dict(model=model, device=device, dtype=dtype, n_strips=n_strips, k=k, k_crossover=k_crossover,
-                         key_agg=key_agg, row_agg=row_agg, batch_size=batch_size, n_splits=n_splits, seed=seed,
-                         smoke=smoke, out_dir=out_dir, cache_dir=cache_dir))
+P = params.validate(
+    dict(
+        model=model,
+        device=device,
+        dtype=dtype,
+        n_strips=n_strips,
+        k=k,
+        k_crossover=k_crossover,
+        key_agg=key_agg,
+        row_agg=row_agg,
+        batch_size=batch_size,
+        n_splits=n_splits,
+        seed=seed,
+        smoke=smoke,
+        out_dir=out_dir,
+        cache_dir=cache_dir,
+    )
+)
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
 K = k_for(n_heads, P.k)
@@ -66,10 +88,12 @@ K = k_for(n_heads, P.k)
 K_CROSS = k_for(n_heads, P.k_crossover) if P.k_crossover is not None else max(3, k_for(n_heads, 20 / 1152))
 cache = ResultCache(P.cache_dir)
 per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
-item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)               # setting -> [N, L, H]
+item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)  # setting -> [N, L, H]
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}
-print(f"{n_heads} heads, top-{K} (paper: top-100 of 1,152), {P.n_strips} strips per corpus x query, "
-      f"{P.n_splits} half-splits")
+print(
+    f"{n_heads} heads, top-{K} (paper: top-100 of 1,152), {P.n_strips} strips per corpus x query, "
+    f"{P.n_splits} half-splits"
+)
 
 # %% [markdown]
 # ## Figure 2: top-k overlap between all 12 settings
@@ -81,8 +105,10 @@ display(fig)
 save_figure(fig, "fig02_overlap_matrix", P.out_dir)
 save_table(matrix.reset_index(names="setting"), "fig02_overlap_matrix", P.out_dir, float_format="%d")
 paper_pairs = pd.read_csv(REFERENCE / "figure02_overlap_pairs.csv")
-paper_pairs["this run"] = [matrix.loc[a, b] if b in matrix else int(matrix.values[np.triu_indices(12, 1)].min())
-                           for a, b in zip(paper_pairs.a, paper_pairs.b.fillna(""))]
+paper_pairs["this run"] = [
+    matrix.loc[a, b] if b in matrix else int(matrix.values[np.triu_indices(12, 1)].min())
+    for a, b in zip(paper_pairs.a, paper_pairs.b.fillna(""))
+]
 paper_pairs["this run / k"] = paper_pairs["this run"] / K
 display(paper_pairs)
 
@@ -96,12 +122,16 @@ splits = split_halves(P.n_strips, P.n_splits, P.seed)
 ceilings = pd.Series({s: half_split_overlaps(v, v, K, splits).mean() for s, v in item_scores.items()})
 table1 = factor_medians(matrix, ceilings, K)
 paper = pd.read_csv(REFERENCE / "table01_overlap_medians.csv")
-table1.insert(1, "paper (top-100 of 1,152)", paper.set_index("comparison").loc[table1.comparison, "paper_top100_overlap"].values)
+table1.insert(
+    1, "paper (top-100 of 1,152)", paper.set_index("comparison").loc[table1.comparison, "paper_top100_overlap"].values
+)
 display(table1)
 save_table(table1, "table01_overlap_by_factor", P.out_dir)
 order = table1.set_index("comparison")["median overlap"]
-print("ordering source < query < corpus < half-split:",
-      order["source"] < order["query"] < order["corpus"] < order["half-split"])
+print(
+    "ordering source < query < corpus < half-split:",
+    order["source"] < order["query"] < order["corpus"] < order["half-split"],
+)
 
 # %% [markdown]
 # ## Table 20: overlap at half the data against the half-split noise ceiling
@@ -125,12 +155,22 @@ save_table(table20, "table20_overlap_vs_ceiling", P.out_dir)
 # %%
 native = ["ord-last", "ref-qsp", "ref-out"]
 crossover = ["ord-qsp", "ord-out", "ref-last"]
-table21 = pd.DataFrame([{"combination": c, **{f"native {n}": overlap(top_k(mean_scores[f"co-{c}"], K_CROSS),
-                                                                      top_k(mean_scores[f"co-{n}"], K_CROSS))
-                                              for n in native}} for c in crossover])
+table21 = pd.DataFrame(
+    [
+        {
+            "combination": c,
+            **{
+                f"native {n}": overlap(top_k(mean_scores[f"co-{c}"], K_CROSS), top_k(mean_scores[f"co-{n}"], K_CROSS))
+                for n in native
+            },
+        }
+        for c in crossover
+    ]
+)
 paper21 = pd.read_csv(REFERENCE / "table21_crossover_top20.csv").set_index("combination")
-table21["paper (top-20), same columns"] = [" / ".join(map(str, paper21.loc[c])) if c in paper21.index else "--"
-                                           for c in table21.combination]
+table21["paper (top-20), same columns"] = [
+    " / ".join(map(str, paper21.loc[c])) if c in paper21.index else "--" for c in table21.combination
+]
 print(f"top-{K_CROSS} overlap (paper: top-20 of 1,152)")
 display(table21)
 save_table(table21, "table21_crossover_overlap", P.out_dir)
@@ -151,11 +191,19 @@ save_table(curve, "fig06_topk_curve_ref_qsp", P.out_dir)
 
 # %%
 natives = {n: mean_scores[f"co-{n}"] for n in native}
-between = pd.DataFrame([{"pair": f"{a} vs {b}", "overlap": overlap(top_k(natives[a], K), top_k(natives[b], K))}
-                        for i, a in enumerate(native) for b in native[i + 1:]])
+between = pd.DataFrame(
+    [
+        {"pair": f"{a} vs {b}", "overlap": overlap(top_k(natives[a], K), top_k(natives[b], K))}
+        for i, a in enumerate(native)
+        for b in native[i + 1 :]
+    ]
+)
 chance = {n: random_overlaps(s, K, 1000, P.seed) for n, s in natives.items()}
 fig = plot_chance_overlap(between, chance, K, n_heads)
 display(fig)
 save_figure(fig, "fig07_chance_overlap", P.out_dir)
-save_table(pd.concat([between, pd.DataFrame([{"pair": f"{n} vs random", "overlap": c.mean()} for n, c in chance.items()])]),
-           "fig07_chance_overlap", P.out_dir)
+save_table(
+    pd.concat([between, pd.DataFrame([{"pair": f"{n} vs random", "overlap": c.mean()} for n, c in chance.items()])]),
+    "fig07_chance_overlap",
+    P.out_dir,
+)

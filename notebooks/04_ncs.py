@@ -39,46 +39,60 @@ out_dir = "../paper_figures"
 cache_dir = "../.cache/results"
 
 # %%
-import sys
 
-sys.path.insert(0, "..")
 import numpy as np
 import pandas as pd
 from IPython.display import display
 
 from helpers import headsets, params
 from helpers.cache import ResultCache
-from helpers.causal_figures import plot_against_random
 from helpers.controls import layer_matched_controls, with_controls
 from helpers.design import SETTINGS, parse_setting
+from helpers.engine import HIDE, load_model
 from helpers.figures import save_figure, save_table
-from helpers.heads import HIDE
-from helpers.models import load_model
+from helpers.figures.causal import plot_against_random
 from helpers.necessity import drop, ncs, necessity_run
 from helpers.paths import REFERENCE
 from helpers.stats import against_random, holm, paired_t
 from helpers.steering import ncs_grid, steering_run
 
-P = params.validate(dict(model=model, device=device, dtype=dtype, eval_corpus=eval_corpus, n_items=n_items,
-                         n_random=n_random, n_boot=n_boot, rows=rows, batch_size=batch_size, seed=seed,
-                         smoke=smoke, out_dir=out_dir, cache_dir=cache_dir))
+P = params.validate(
+    dict(
+        model=model,
+        device=device,
+        dtype=dtype,
+        eval_corpus=eval_corpus,
+        n_items=n_items,
+        n_random=n_random,
+        n_boot=n_boot,
+        rows=rows,
+        batch_size=batch_size,
+        seed=seed,
+        smoke=smoke,
+        out_dir=out_dir,
+        cache_dir=cache_dir,
+    )
+)
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)   # name -> [L, H]
+discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)  # name -> [L, H]
 K = int(next(iter(discovered.values())).sum())
-layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)    # the same draws as notebook 03
-sets = {s: with_controls(S, layer_matched[s]) for s, S in discovered.items()}       # [1 + R, L, H]
+layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)  # the same draws as notebook 03
+sets = {s: with_controls(S, layer_matched[s]) for s, S in discovered.items()}  # [1 + R, L, H]
 cache = ResultCache(P.cache_dir)
 
 
 def mask(s, row_group):
     """Cached necessity run of setting s's S and random sets, the image hidden at `row_group` rows."""
-    return necessity_run(lm, P.eval_corpus, P.n_items, P.seed, sets[s], row_group, cache,
-                         sets_per_forward=P.batch_size)
+    return necessity_run(
+        lm, P.eval_corpus, P.n_items, P.seed, sets[s], row_group, cache, sets_per_forward=P.batch_size
+    )
 
 
-print(f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} item pairs of corpus {P.eval_corpus!r}, "
-      f"{P.n_random} layer-matched random sets, image hidden at rows {P.rows!r}")
+print(
+    f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} item pairs of corpus {P.eval_corpus!r}, "
+    f"{P.n_random} layer-matched random sets, image hidden at rows {P.rows!r}"
+)
 
 # %% [markdown]
 # ## Table 3 (NCS half) and Table 11 (its two arms)
@@ -88,12 +102,17 @@ print(f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} item pairs 
 
 # %%
 runs = {s: mask(s, P.rows) for s in SETTINGS}
-table3 = pd.DataFrame([{"setting": s, **against_random(ncs(run)[:, 0], ncs(run)[:, 1:], "bootstrap", P.n_boot, P.seed)}
-                       for s, run in runs.items()])
+table3 = pd.DataFrame(
+    [
+        {"setting": s, **against_random(ncs(run)[:, 0], ncs(run)[:, 1:], "bootstrap", P.n_boot, P.seed)}
+        for s, run in runs.items()
+    ]
+)
 table3.insert(table3.columns.get_loc("p") + 1, "p Holm", holm(table3["p"]))
 paper3 = pd.read_csv(REFERENCE / "table03_ncs.csv")
-shown = table3.merge(paper3[["setting", "paper_NCS", "paper_random_mean", "paper_p", "paper_source"]],
-                     on="setting", how="left")
+shown = table3.merge(
+    paper3[["setting", "paper_NCS", "paper_random_mean", "paper_p", "paper_source"]], on="setting", how="left"
+)
 display(shown.round(3))
 save_table(shown, "table03_ncs", P.out_dir)
 
@@ -125,11 +144,20 @@ save_figure(fig, "fig03_ncs", P.out_dir)
 # (paired t-test over items; the paper: difference 0.083, p = 6e-10). Output-token sets beside them.
 
 # %%
-by_source = {src: np.mean([ncs(runs[s])[:, 0] for s in SETTINGS if parse_setting(s).source == src], axis=0)
-             for src in ("qsp", "out", "last")}                                   # source -> [N]
-contrast = pd.DataFrame([{"comparison": f"{a} - {b}", "mean difference": paired_t(by_source[a], by_source[b])[0],
-                          "p (paired t)": paired_t(by_source[a], by_source[b])[1]}
-                         for a, b in (("qsp", "last"), ("out", "last"), ("qsp", "out"))])
+by_source = {
+    src: np.mean([ncs(runs[s])[:, 0] for s in SETTINGS if parse_setting(s).source == src], axis=0)
+    for src in ("qsp", "out", "last")
+}  # source -> [N]
+contrast = pd.DataFrame(
+    [
+        {
+            "comparison": f"{a} - {b}",
+            "mean difference": paired_t(by_source[a], by_source[b])[0],
+            "p (paired t)": paired_t(by_source[a], by_source[b])[1],
+        }
+        for a, b in (("qsp", "last"), ("out", "last"), ("qsp", "out"))
+    ]
+)
 display(contrast)
 save_table(contrast, "ncs_source_contrast", P.out_dir, float_format="%.3g")
 
@@ -146,8 +174,14 @@ for s in row_settings:
     for group in ("all", "prompt", "last"):
         values = ncs(mask(s, group))
         result = against_random(values[:, 0], values[:, 1:], "bootstrap", P.n_boot, P.seed)
-        row.update({f"{group}": result["S"], f"{group} low": result["S low"], f"{group} high": result["S high"],
-                    f"{group} p": result["p"]})
+        row.update(
+            {
+                f"{group}": result["S"],
+                f"{group} low": result["S low"],
+                f"{group} high": result["S high"],
+                f"{group} p": result["p"],
+            }
+        )
     table5.append(row)
 table5 = pd.DataFrame(table5).merge(pd.read_csv(REFERENCE / "table05_ncs_rows.csv"), on="setting", how="left")
 display(table5.round(3))
@@ -161,8 +195,9 @@ save_table(table5, "table05_ncs_rows", P.out_dir)
 # %%
 table6 = []
 for s in SETTINGS:
-    values = ncs_grid(steering_run(lm, P.eval_corpus, P.n_items, P.seed, sets[s], HIDE, P.rows, cache,
-                                   sets_per_forward=P.batch_size))
+    values = ncs_grid(
+        steering_run(lm, P.eval_corpus, P.n_items, P.seed, sets[s], HIDE, P.rows, cache, sets_per_forward=P.batch_size)
+    )
     table6.append({"setting": s, **against_random(values[:, 0], values[:, 1:])})
 table6 = pd.DataFrame(table6)
 setting_parts = table6.setting.str.split("-", n=1, expand=True)

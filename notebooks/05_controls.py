@@ -52,59 +52,92 @@ out_dir = "../paper_figures"
 cache_dir = "../.cache/results"
 
 # %%
-import sys
 
-sys.path.insert(0, "..")
 import numpy as np
 import pandas as pd
 from IPython.display import display
 
 from helpers import headsets, params
 from helpers.cache import ResultCache
-from helpers.controls import (any_layer_sets, attention_matched_sets, layer_matched_controls, layer_matched_sets,
-                              whole_layers, with_controls)
-from helpers.controls_figures import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
+from helpers.controls import (
+    any_layer_sets,
+    attention_matched_sets,
+    layer_matched_controls,
+    layer_matched_sets,
+    whole_layers,
+    with_controls,
+)
 from helpers.design import SETTINGS, k_for
+from helpers.engine import load_model
 from helpers.figures import save_figure, save_table
+from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.head_mass import mass_run, set_mass_statistics
-from helpers.models import load_model
 from helpers.necessity import drop, ncs, necessity_run
 from helpers.overlap import top_k
 from helpers.paths import REFERENCE
 from helpers.stats import against_random, excess_over_random, rank_p, spearman
 from helpers.steering import cers, steering_run
 
-P = params.validate(dict(model=model, device=device, dtype=dtype, eval_corpus=eval_corpus, n_items=n_items,
-                         n_random=n_random, n_random_large=n_random_large, n_boot=n_boot, beta=beta, rows=rows,
-                         ks=ks, batch_size=batch_size, seed=seed, smoke=smoke, out_dir=out_dir,
-                         cache_dir=cache_dir))
+P = params.validate(
+    dict(
+        model=model,
+        device=device,
+        dtype=dtype,
+        eval_corpus=eval_corpus,
+        n_items=n_items,
+        n_random=n_random,
+        n_random_large=n_random_large,
+        n_boot=n_boot,
+        beta=beta,
+        rows=rows,
+        ks=ks,
+        batch_size=batch_size,
+        seed=seed,
+        smoke=smoke,
+        out_dir=out_dir,
+        cache_dir=cache_dir,
+    )
+)
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)   # name -> [L, H]
+discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)  # name -> [L, H]
 K = int(next(iter(discovered.values())).sum())
-layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)    # the same draws as notebooks 03 and 04
+layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)  # the same draws as notebooks 03 and 04
 cache = ResultCache(P.cache_dir)
 
 
 def steer(sets):
     """Cached CERS run of `sets` [n, L, H] on the evaluation grids (notebook 03's β and rows)."""
-    return steering_run(lm, P.eval_corpus, P.n_items, P.seed, sets, P.beta, P.rows, cache,
-                        sets_per_forward=P.batch_size)
+    return steering_run(
+        lm, P.eval_corpus, P.n_items, P.seed, sets, P.beta, P.rows, cache, sets_per_forward=P.batch_size
+    )
 
 
 def mask(sets, row_group=P.rows, arms=("matched", "mismatched"), keys="image"):
     """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `row_group` rows."""
-    return necessity_run(lm, P.eval_corpus, P.n_items, P.seed, sets, row_group, cache,
-                         sets_per_forward=P.batch_size, arms=arms, keys=keys)
+    return necessity_run(
+        lm,
+        P.eval_corpus,
+        P.n_items,
+        P.seed,
+        sets,
+        row_group,
+        cache,
+        sets_per_forward=P.batch_size,
+        arms=arms,
+        keys=keys,
+    )
 
 
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
 # each score is measured on: the grids (CERS) and the matched single-image MCQs (NCS).
 grid_mass = mass_run(lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", cache)
 single_mass = mass_run(lm, P.eval_corpus, "single_matched", P.n_items, P.seed, "prompt", cache)
-print(f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} items of corpus {P.eval_corpus!r}, "
-      f"R = {P.n_random} (large R = {P.n_random_large}); image mass per head: grids "
-      f"{grid_mass['image'].mean():.3f}, single images {single_mass['image'].mean():.3f}")
+print(
+    f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} items of corpus {P.eval_corpus!r}, "
+    f"R = {P.n_random} (large R = {P.n_random_large}); image mass per head: grids "
+    f"{grid_mass['image'].mean():.3f}, single images {single_mass['image'].mean():.3f}"
+)
 
 # %% [markdown]
 # ## Table 9: rank p against layer-matched (A) and layer- and attention-matched (B) random sets
@@ -119,12 +152,20 @@ for index, (s, S) in enumerate(discovered.items()):
     matched_ncs = attention_matched_sets(S, single_mass["image"], P.n_random, (P.seed, index, 2))
     cers_a, cers_b = (cers(steer(with_controls(S, c))).mean(0) for c in (layer_matched[s], matched_cers))
     ncs_a, ncs_b = (ncs(mask(with_controls(S, c))).mean(0) for c in (layer_matched[s], matched_ncs))
-    table9.append({"setting": s, "CERS S": cers_a[0], "CERS p A": rank_p(cers_a[0], cers_a[1:]),
-                   "CERS p B": rank_p(cers_b[0], cers_b[1:]), "NCS S": ncs_a[0],
-                   "NCS p A": rank_p(ncs_a[0], ncs_a[1:]), "NCS p B": rank_p(ncs_b[0], ncs_b[1:]),
-                   "image mass S": grid_mass["image"][S].mean(),
-                   "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched[s]]),
-                   "image mass B": np.mean([grid_mass["image"][c].mean() for c in matched_cers])})
+    table9.append(
+        {
+            "setting": s,
+            "CERS S": cers_a[0],
+            "CERS p A": rank_p(cers_a[0], cers_a[1:]),
+            "CERS p B": rank_p(cers_b[0], cers_b[1:]),
+            "NCS S": ncs_a[0],
+            "NCS p A": rank_p(ncs_a[0], ncs_a[1:]),
+            "NCS p B": rank_p(ncs_b[0], ncs_b[1:]),
+            "image mass S": grid_mass["image"][S].mean(),
+            "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched[s]]),
+            "image mass B": np.mean([grid_mass["image"][c].mean() for c in matched_cers]),
+        }
+    )
 table9 = pd.DataFrame(table9).merge(pd.read_csv(REFERENCE / "table09_rank_p.csv"), on="setting", how="left")
 display(table9.round(3))
 save_table(table9, "table09_rank_p", P.out_dir)
@@ -140,9 +181,14 @@ for s in ("cm-ref-qsp", "co-ref-qsp"):
     many = layer_matched_sets(discovered[s], P.n_random_large, (P.seed, SETTINGS.index(s), 3))
     values = ncs(mask(with_controls(discovered[s], many)))
     row = against_random(values[:, 0], values[:, 1:], "bootstrap", P.n_boot, P.seed)
-    table10.append({"setting": s, "R": P.n_random_large, **{k: row[k] for k in ("S", "S low", "S high", "random mean",
-                                                                                "random sd", "random max", "p", "z")},
-                    "p floor": 1 / (P.n_random_large + 1)})
+    table10.append(
+        {
+            "setting": s,
+            "R": P.n_random_large,
+            **{k: row[k] for k in ("S", "S low", "S high", "random mean", "random sd", "random max", "p", "z")},
+            "p floor": 1 / (P.n_random_large + 1),
+        }
+    )
 table10 = pd.DataFrame(table10).merge(pd.read_csv(REFERENCE / "table10_large_r.csv"), on="setting", how="left")
 display(table10.round(4))
 save_table(table10, "table10_large_r", P.out_dir, float_format="%.4f")
@@ -158,19 +204,28 @@ save_table(table10, "table10_large_r", P.out_dir, float_format="%.4f")
 # %%
 damage_setting = "co-ref-qsp"
 S = discovered[damage_setting]
-damage_sets = {"discovered": S, "attention sinks": top_k(single_mass["first"], K),
-               "text-heavy heads": top_k(single_mass["text"], K),
-               "whole layers": whole_layers(S, max(1, round(K / n_heads))),
-               "random 2k": any_layer_sets((n_layers, n_heads), min(2 * K, n_layers * n_heads), 1, (P.seed, 4))[0],
-               "random 4k": any_layer_sets((n_layers, n_heads), min(4 * K, n_layers * n_heads), 1, (P.seed, 5))[0]}
-stack = np.stack(list(damage_sets.values()))                                      # [6, L, H]
+damage_sets = {
+    "discovered": S,
+    "attention sinks": top_k(single_mass["first"], K),
+    "text-heavy heads": top_k(single_mass["text"], K),
+    "whole layers": whole_layers(S, max(1, round(K / n_heads))),
+    "random 2k": any_layer_sets((n_layers, n_heads), min(2 * K, n_layers * n_heads), 1, (P.seed, 4))[0],
+    "random 4k": any_layer_sets((n_layers, n_heads), min(4 * K, n_layers * n_heads), 1, (P.seed, 5))[0],
+}
+stack = np.stack(list(damage_sets.values()))  # [6, L, H]
 image_run, text_run = mask(stack), mask(stack, arms=("text",), keys="text")
-table12 = pd.DataFrame({"head-set": list(damage_sets), "heads": stack.sum((1, 2)),
-                        "matched drop": drop(image_run, "matched").mean(0),
-                        "mismatched drop": drop(image_run, "mismatched").mean(0),
-                        "NCS": ncs(image_run).mean(0), "NCS-v2": drop(image_run, "matched").mean(0),
-                        "text-arm drop (text hidden)": drop(text_run, "text").mean(0),
-                        "overlap with S": (stack & S).sum((1, 2))})
+table12 = pd.DataFrame(
+    {
+        "head-set": list(damage_sets),
+        "heads": stack.sum((1, 2)),
+        "matched drop": drop(image_run, "matched").mean(0),
+        "mismatched drop": drop(image_run, "mismatched").mean(0),
+        "NCS": ncs(image_run).mean(0),
+        "NCS-v2": drop(image_run, "matched").mean(0),
+        "text-arm drop (text hidden)": drop(text_run, "text").mean(0),
+        "overlap with S": (stack & S).sum((1, 2)),
+    }
+)
 table12 = table12.merge(pd.read_csv(REFERENCE / "table12_generic_damage.csv"), on="head-set", how="left")
 display(table12.round(3))
 save_table(table12, "table12_generic_damage", P.out_dir)
@@ -188,16 +243,26 @@ per_layer = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_
 table13 = []
 for s in ("co-ref-qsp", "co-ord-qsp"):
     index = SETTINGS.index(s)
-    selections = {"flat": (discovered[s], layer_matched[s]),
-                  "per layer": (per_layer[s], layer_matched_sets(per_layer[s], P.n_random, (P.seed, index, 6)))}
+    selections = {
+        "flat": (discovered[s], layer_matched[s]),
+        "per layer": (per_layer[s], layer_matched_sets(per_layer[s], P.n_random, (P.seed, index, 6))),
+    }
     for selection, (head_set, controls) in selections.items():
         for row_group in ("all", "image", "prompt", "last"):
             values = ncs(mask(with_controls(head_set, controls), row_group))
             row = against_random(values[:, 0], values[:, 1:])
-            table13.append({"setting": s, "selection": selection, "heads": int(head_set.sum()), "rows": row_group,
-                            **{k: row[k] for k in ("S", "S low", "S high", "random mean", "p")}})
-table13 = pd.DataFrame(table13).merge(pd.read_csv(REFERENCE / "table13_ncs_rows.csv"),
-                                      on=["setting", "selection", "rows"], how="left")
+            table13.append(
+                {
+                    "setting": s,
+                    "selection": selection,
+                    "heads": int(head_set.sum()),
+                    "rows": row_group,
+                    **{k: row[k] for k in ("S", "S low", "S high", "random mean", "p")},
+                }
+            )
+table13 = pd.DataFrame(table13).merge(
+    pd.read_csv(REFERENCE / "table13_ncs_rows.csv"), on=["setting", "selection", "rows"], how="left"
+)
 display(table13.round(3))
 save_table(table13, "table13_ncs_rows", P.out_dir)
 
@@ -207,8 +272,9 @@ save_table(table13, "table13_ncs_rows", P.out_dir)
 # 60, 100, 140 of 1,152 heads, scaled to this model; each k against its own layer-matched random sets.
 
 # %%
-score_maps = headsets.load_score_maps(P.out_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"],
-                                      n_layers, n_heads)
+score_maps = headsets.load_score_maps(
+    P.out_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads
+)
 k_values = {share: k_for(n_layers * n_heads, share) for share in P.ks}
 table14 = []
 for s, scores in score_maps.items():
@@ -217,8 +283,14 @@ for s, scores in score_maps.items():
         controls = layer_matched_sets(head_set, P.n_random, (P.seed, SETTINGS.index(s), 7, k))
         values = ncs(mask(with_controls(head_set, controls)))
         row = against_random(values[:, 0], values[:, 1:])
-        table14.append({"setting": s, "k share": share, "k": k,
-                        **{c: row[c] for c in ("S", "S low", "S high", "random mean", "random sd", "p")}})
+        table14.append(
+            {
+                "setting": s,
+                "k share": share,
+                "k": k,
+                **{c: row[c] for c in ("S", "S low", "S high", "random mean", "random sd", "p")},
+            }
+        )
 table14 = pd.DataFrame(table14)
 paper14 = pd.read_csv(REFERENCE / "table14_ncs_vs_k.csv").rename(columns={"k_share": "k share"})
 table14 = table14.merge(paper14, on=["setting", "k share"], how="left")
@@ -235,11 +307,14 @@ save_figure(fig, "fig14_ncs_vs_k", P.out_dir)
 # the random sets' mean, with a paired one-sided p. Empty parts are left blank.
 
 # %%
-pairs = [("cm-ord-qsp", "co-ord-qsp", "corpus (cm vs co), ordinal"), ("cm-ord-last", "co-ord-last", "corpus (cm vs co), ordinal"),
-         ("cm-ord-qsp", "cm-ref-qsp", "query type (ord vs ref), comics"),
-         ("cm-ord-last", "cm-ref-last", "query type (ord vs ref), comics"),
-         ("co-ord-qsp", "co-ord-out", "source (X vs out), COCO ordinal"),
-         ("co-ord-last", "co-ord-out", "source (X vs out), COCO ordinal")]
+pairs = [
+    ("cm-ord-qsp", "co-ord-qsp", "corpus (cm vs co), ordinal"),
+    ("cm-ord-last", "co-ord-last", "corpus (cm vs co), ordinal"),
+    ("cm-ord-qsp", "cm-ref-qsp", "query type (ord vs ref), comics"),
+    ("cm-ord-last", "cm-ref-last", "query type (ord vs ref), comics"),
+    ("co-ord-qsp", "co-ord-out", "source (X vs out), COCO ordinal"),
+    ("co-ord-last", "co-ord-out", "source (X vs out), COCO ordinal"),
+]
 table15 = []
 for pair_index, (a, b, factor) in enumerate(pairs):
     A, B = discovered[a], discovered[b]
@@ -266,15 +341,22 @@ save_table(table15, "table15_shared_heads", P.out_dir)
 table17, points = [], []
 for s, S in discovered.items():
     sets = with_controls(S, layer_matched[s])
-    statistics = set_mass_statistics(grid_mass["image"], sets)                    # [1 + R] rows
-    scores = cers(steer(sets)).mean(0)                                             # [1 + R]
+    statistics = set_mass_statistics(grid_mass["image"], sets)  # [1 + R] rows
+    scores = cers(steer(sets)).mean(0)  # [1 + R]
     random_means = statistics["mean"].iloc[1:]
-    row = {"setting": s, "mass S": statistics["mean"].iloc[0], "mass random": random_means.mean(),
-           "mass random min": random_means.min(), "mass random max": random_means.max()}
+    row = {
+        "setting": s,
+        "mass S": statistics["mean"].iloc[0],
+        "mass random": random_means.mean(),
+        "mass random min": random_means.min(),
+        "mass random max": random_means.max(),
+    }
     row.update({f"rho {stat}": spearman(statistics[stat].iloc[1:], scores[1:]) for stat in statistics.columns})
     table17.append(row)
-    points += [{"setting": s, "kind": "S" if i == 0 else "random", "mass": m, "CERS": c}
-               for i, (m, c) in enumerate(zip(statistics["mean"], scores))]
+    points += [
+        {"setting": s, "kind": "S" if i == 0 else "random", "mass": m, "CERS": c}
+        for i, (m, c) in enumerate(zip(statistics["mean"], scores))
+    ]
 table17 = pd.DataFrame(table17).merge(pd.read_csv(REFERENCE / "table17_mass_cers.csv"), on="setting", how="left")
 display(table17.round(3))
 save_table(table17, "table17_mass_cers", P.out_dir)

@@ -69,11 +69,47 @@ def test_chunks_resume_after_a_crash(tmp_path):
     assert len(computed) == 4  # a full rerun computes nothing
 
 
-def test_code_version_tracks_source():
-    def f():
-        return 1
+def _fake_project(root, steering_doc="Steering.", engine_code="X = 1"):
+    package = root / "helpers"
+    (package / "engine").mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "engine" / "__init__.py").write_text("from helpers.engine.attention import X\n")
+    (package / "engine" / "attention.py").write_text(f'"""The engine."""\n{engine_code}  # a comment\n')
+    (package / "steering.py").write_text(
+        f'"""{steering_doc}"""\nfrom helpers.engine import X\n\n\ndef f():\n    return X\n'
+    )
+    (package / "stats.py").write_text("Y = 2\n")
 
-    def g():
-        return 2
 
-    assert code_version(f) == code_version(f) != code_version(g)
+def test_code_version_follows_imports_and_ignores_docstrings(tmp_path, monkeypatch):
+    import helpers.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_PROJECT_ROOT", tmp_path)
+
+    def version():
+        cache_module._project_imports.cache_clear()
+        return code_version("helpers.steering")
+
+    _fake_project(tmp_path)
+    cache_module._project_imports.cache_clear()
+    assert cache_module._project_imports("helpers.steering") == {
+        "helpers",
+        "helpers.steering",
+        "helpers.engine",
+        "helpers.engine.attention",
+    }
+    base = version()
+    _fake_project(tmp_path, steering_doc="Another docstring.")
+    assert version() == base  # docstrings and comments do not count
+    (tmp_path / "helpers" / "stats.py").write_text("Y = 3\n")
+    assert version() == base  # a module steering does not import
+    _fake_project(tmp_path, engine_code="X = 2")
+    assert version() != base  # an imported module's code changed
+
+
+def test_code_version_of_the_real_analyses_covers_the_engine():
+    from helpers.cache import _project_imports
+
+    used = _project_imports("helpers.necessity")
+    assert {"helpers.engine.attention", "helpers.engine.inputs", "helpers.engine.loading", "helpers.stimuli"} <= used
+    assert "helpers.discovery" not in used and "helpers.figures" not in used

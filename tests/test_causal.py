@@ -1,16 +1,15 @@
 """Steering (CERS) and necessity (NCS) on the shipped toy model: the interventions, their scores and
 their caches."""
+
 import numpy as np
 import pytest
 import torch
 
 from helpers import necessity, steering
 from helpers.cache import ResultCache
-from helpers.heads import HIDE
-from helpers.inputs import build_batch
-from helpers.interventions import letter_probs_under, row_selection
-from helpers.mcq import letter_probs
-from helpers.models import load_model
+from helpers.engine import HIDE, build_batch, load_model
+from helpers.engine.interventions import letter_probs_under, row_selection
+from helpers.engine.mcq import letter_probs
 from helpers.stimuli import grid_items, load_corpus, single_image_items
 
 SEED = 5
@@ -28,7 +27,7 @@ def sets(lm):
     n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     out = np.zeros((3, n_layers, n_heads), dtype=bool)
     out[1] = True
-    out[2, n_layers // 2:] = True
+    out[2, n_layers // 2 :] = True
     return out
 
 
@@ -36,13 +35,13 @@ def test_an_empty_head_set_leaves_the_probabilities_clean_and_chunking_changes_n
     item = grid_items(load_corpus("co"), 1, SEED)[0]
     batch = build_batch(lm.processor, [item])
     keys = steering.cell_keys(lm, batch, item, item.correct)
-    assert keys.sum() >= 1 and not (keys & ~batch.image_mask).any()     # the cell's keys are image tokens
+    assert keys.sum() >= 1 and not (keys & ~batch.image_mask).any()  # the cell's keys are image tokens
     heads = torch.as_tensor(sets)
     together = letter_probs_under(lm, batch, heads, keys, 10.0)
     one_by_one = letter_probs_under(lm, batch, heads, keys, 10.0, sets_per_forward=1)
     assert torch.allclose(together, one_by_one, atol=1e-5)
     assert torch.allclose(together[0], letter_probs(lm.model, lm.processor, batch)[0], atol=1e-5)
-    assert together[1:].sub(together[0]).abs().max() > 0.05             # intervening on heads does something
+    assert together[1:].sub(together[0]).abs().max() > 0.05  # intervening on heads does something
     assert row_selection(batch, "last").sum() == 1 and row_selection(batch, "all") == "all"
     assert (row_selection(batch, "image") == batch.image_mask).all()
     with pytest.raises(ValueError, match="row group"):
@@ -57,9 +56,9 @@ def test_hiding_the_image_from_every_head_makes_the_matched_answer_a_guess(lm, s
     for arm in necessity.ARMS:
         items = single_image_items(corpus, 6, SEED, arm)
         run.update({f"{arm}_{k}": v for k, v in necessity.mask_items(lm, items, sets).items()})
-    scores = necessity.ncs(run).mean(0)                                  # [3]
+    scores = necessity.ncs(run).mean(0)  # [3]
     assert scores[0] == pytest.approx(0.0, abs=1e-5)
-    assert scores[1] > 0.5                                              # clean ~1.00, masked ~0.28
+    assert scores[1] > 0.5  # clean ~1.00, masked ~0.28
     assert np.abs(necessity.drop(run, "mismatched")[:, 1]).max() < 0.05  # the image never helped there
     masked = np.take_along_axis(run["matched_p_masked"][:, 1], run["matched_correct"][:, None], 1)
     assert masked.max() < 0.45
@@ -70,20 +69,25 @@ def test_hiding_the_target_cell_costs_more_than_hiding_a_distractor(lm, sets):
     distractors = steering.distractor_cells(items, SEED)
     assert all(d != item.correct for d, item in zip(distractors, items))
     run = steering.steer_items(lm, items, distractors, sets, HIDE)
-    grid = steering.ncs_grid(run).mean(0)                               # [3]
+    grid = steering.ncs_grid(run).mean(0)  # [3]
     assert grid[0] == pytest.approx(0.0, abs=1e-5) and grid[1] > 0.5
 
 
 def test_score_arithmetic_on_known_probabilities():
-    p_to_c = np.array([[[0.1, 0.7, 0.1, 0.1]]])                         # [N=1, n=1, 4]; correct B, distractor D
+    p_to_c = np.array([[[0.1, 0.7, 0.1, 0.1]]])  # [N=1, n=1, 4]; correct B, distractor D
     p_to_d = np.array([[[0.1, 0.2, 0.1, 0.6]]])
     run = {"p_to_c": p_to_c, "p_to_d": p_to_d, "correct": np.array([1]), "distractor": np.array([3])}
     assert steering.cers(run)[0, 0] == pytest.approx(0.5)
     assert steering.symmetric_cers(run)[0, 0] == pytest.approx((0.5 + 0.5) / 2)
     assert steering.ncs_grid(run)[0, 0] == pytest.approx(-0.5)
-    masked = {"matched_p_clean": np.array([[0.0, 0.9, 0.1, 0.0]]), "matched_p_masked": np.array([[[0.1, 0.4, 0.3, 0.2]]]),
-              "matched_correct": np.array([1]), "mismatched_p_clean": np.array([[0.25, 0.3, 0.25, 0.2]]),
-              "mismatched_p_masked": np.array([[[0.3, 0.2, 0.3, 0.2]]]), "mismatched_correct": np.array([1])}
+    masked = {
+        "matched_p_clean": np.array([[0.0, 0.9, 0.1, 0.0]]),
+        "matched_p_masked": np.array([[[0.1, 0.4, 0.3, 0.2]]]),
+        "matched_correct": np.array([1]),
+        "mismatched_p_clean": np.array([[0.25, 0.3, 0.25, 0.2]]),
+        "mismatched_p_masked": np.array([[[0.3, 0.2, 0.3, 0.2]]]),
+        "mismatched_correct": np.array([1]),
+    }
     assert necessity.drop(masked, "matched")[0, 0] == pytest.approx(0.5)
     assert necessity.ncs(masked)[0, 0] == pytest.approx(0.5 - 0.1)
     with pytest.raises(ValueError, match="arm"):
@@ -100,11 +104,14 @@ def test_runs_are_cached_per_chunk_and_resume(lm, sets, tmp_path, monkeypatch):
 
     def refuse(*args, **kwargs):
         raise AssertionError("recomputed a cached chunk")
+
     monkeypatch.setattr(steering, "steer_items", refuse)
     monkeypatch.setattr(necessity, "mask_items", refuse)
     again = steering.steering_run(lm, "co", 3, SEED, sets[:2], 10.0, "all", cache, chunk=2)
     assert all(np.array_equal(first[k], again[k]) for k in first)
-    assert np.array_equal(masked["matched_p_masked"],
-                          necessity.necessity_run(lm, "co", 3, SEED, sets[:2], "last", cache, chunk=2)["matched_p_masked"])
-    with pytest.raises(AssertionError, match="recomputed"):                # another beta is another entry
+    assert np.array_equal(
+        masked["matched_p_masked"],
+        necessity.necessity_run(lm, "co", 3, SEED, sets[:2], "last", cache, chunk=2)["matched_p_masked"],
+    )
+    with pytest.raises(AssertionError, match="recomputed"):  # another beta is another entry
         steering.steering_run(lm, "co", 3, SEED, sets[:2], 3.0, "all", cache, chunk=2)

@@ -1,4 +1,5 @@
 """Random head-sets: layer-matched and any-layer controls."""
+
 import numpy as np
 import pytest
 
@@ -16,16 +17,16 @@ def test_layer_matched_sets_keep_counts_per_layer_and_avoid_s():
     head_set = _head_set()
     sets = layer_matched_sets(head_set, 50, seed=3)
     assert sets.shape == (50, 4, 6)
-    assert (sets.sum(2) == head_set.sum(1)).all()              # same count in every layer
-    assert not (sets & head_set).any()                          # never one of S's heads
-    assert len({s.tobytes() for s in sets}) > 1                 # actually random
+    assert (sets.sum(2) == head_set.sum(1)).all()  # same count in every layer
+    assert not (sets & head_set).any()  # never one of S's heads
+    assert len({s.tobytes() for s in sets}) > 1  # actually random
     assert (layer_matched_sets(head_set, 50, seed=3) == sets).all()
     assert not (layer_matched_sets(head_set, 50, seed=(3, 1)) == sets).all()
 
 
 def test_layer_matched_sets_refuse_a_layer_without_room():
     head_set = np.zeros((2, 4), dtype=bool)
-    head_set[1, :3] = True                                      # 3 in S, 1 outside
+    head_set[1, :3] = True  # 3 in S, 1 outside
     with pytest.raises(ValueError, match=r"layer\(s\) \[1\]"):
         layer_matched_sets(head_set, 2, seed=0)
 
@@ -33,13 +34,14 @@ def test_layer_matched_sets_refuse_a_layer_without_room():
 def test_any_layer_sets_draw_k_heads_from_everywhere():
     sets = any_layer_sets((4, 6), 5, 200, seed=0)
     assert sets.shape == (200, 4, 6) and (sets.sum((1, 2)) == 5).all()
-    assert sets.any(0).all()                                    # 200 draws reach every head
+    assert sets.any(0).all()  # 200 draws reach every head
     with pytest.raises(ValueError, match="k=25"):
         any_layer_sets((4, 6), 25, 1, seed=0)
 
 
 def test_layer_matched_controls_are_the_same_draws_for_every_caller():
     from helpers.controls import layer_matched_controls
+
     discovered = {"a": _head_set(), "b": _head_set()[::-1].copy()}
     controls = layer_matched_controls(discovered, 4, seed=7)
     assert (controls["a"] == layer_matched_sets(discovered["a"], 4, (7, 0))).all()
@@ -48,14 +50,15 @@ def test_layer_matched_controls_are_the_same_draws_for_every_caller():
 
 def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():
     from helpers.controls import attention_matched_sets
+
     head_set = _head_set()
-    mass = np.tile(np.arange(6.0), (4, 1))                      # head h of every layer has mass h
-    mass[0, :3] = [10.0, 10.5, 11.0]                            # S's heads in layer 0 look at the image most
-    mass[0, 5] = 9.0                                            # nearest outside S in layer 0: 5, then 4, 3
+    mass = np.tile(np.arange(6.0), (4, 1))  # head h of every layer has mass h
+    mass[0, :3] = [10.0, 10.5, 11.0]  # S's heads in layer 0 look at the image most
+    mass[0, 5] = 9.0  # nearest outside S in layer 0: 5, then 4, 3
     sets = attention_matched_sets(head_set, mass, 30, seed=1, pool=3)
     assert (sets.sum(2) == head_set.sum(1)).all() and not (sets & head_set).any()
-    assert (sets[:, 0] == np.isin(np.arange(6), [3, 4, 5])).all()   # three heads, pool 3: the three nearest
-    assert set(np.nonzero(sets[:, 2])[1]) <= {3, 4, 2}          # S's head 5 (mass 5): nearest 4, 3, 2
+    assert (sets[:, 0] == np.isin(np.arange(6), [3, 4, 5])).all()  # three heads, pool 3: the three nearest
+    assert set(np.nonzero(sets[:, 2])[1]) <= {3, 4, 2}  # S's head 5 (mass 5): nearest 4, 3, 2
     nearest_only = attention_matched_sets(head_set, mass, 5, seed=2, pool=1)
     assert (nearest_only[:, 2, 4]).all()
     assert (attention_matched_sets(head_set, mass, 30, seed=1, pool=3) == sets).all()
@@ -65,9 +68,10 @@ def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():
 
 def test_whole_layers_avoid_s_and_prefer_the_middle():
     from helpers.controls import whole_layers
-    head_set = _head_set()                                      # S in layers 0 and 2 of 4
+
+    head_set = _head_set()  # S in layers 0 and 2 of 4
     one = whole_layers(head_set, 1)
-    assert one[1].all() and one.sum() == 6                      # layers 1 and 3 are free; 1 is nearer the middle
+    assert one[1].all() and one.sum() == 6  # layers 1 and 3 are free; 1 is nearer the middle
     assert (whole_layers(head_set, 2).any(1) == [False, True, False, True]).all()
     with pytest.raises(ValueError, match="n_layers=5"):
         whole_layers(head_set, 5)
@@ -75,6 +79,7 @@ def test_whole_layers_avoid_s_and_prefer_the_middle():
 
 def test_with_controls_puts_s_first():
     from helpers.controls import with_controls
+
     head_set = _head_set()
     controls = layer_matched_sets(head_set, 3, seed=0)
     stack = with_controls(head_set, controls)

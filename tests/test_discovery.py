@@ -1,4 +1,5 @@
 """Discovery scores vs. the eager attention oracle, on a random-weight model of the toy architecture."""
+
 import numpy as np
 import pytest
 import torch
@@ -6,8 +7,7 @@ from transformers import AutoModelForImageTextToText, Qwen3VLForConditionalGener
 
 from helpers import discovery
 from helpers.cache import ResultCache
-from helpers.inputs import build_batch
-from helpers.models import load_model
+from helpers.engine import build_batch, load_model
 from helpers.stimuli import load_corpus, strip_items
 from helpers.toy.build import build_config, build_processor
 
@@ -36,17 +36,17 @@ def test_scores_match_eager_attention(random_toy, reference_answers, query):
     out = discovery.score_strips(lm, items)
     batch = build_batch(lm.processor, items, answers=[i.answer for i in items])
     with torch.no_grad():
-        attentions = eager(**batch.inputs, output_attentions=True).attentions   # L x [B, H, T, T]
-    attn = torch.stack(attentions, 1)                                             # [B, L, H, T, T]
-    panel = discovery.target_panel_keys(lm, batch)                                # [B, T]
+        attentions = eager(**batch.inputs, output_attentions=True).attentions  # L x [B, H, T, T]
+    attn = torch.stack(attentions, 1)  # [B, L, H, T, T]
+    panel = discovery.target_panel_keys(lm, batch)  # [B, T]
     for source, rows in discovery.source_rows(batch).items():
         for b in range(len(items)):
-            to_panel = attn[b][:, :, rows[b]][..., panel[b]].sum(-1)             # [L, H, rows]
+            to_panel = attn[b][:, :, rows[b]][..., panel[b]].sum(-1)  # [L, H, rows]
             to_image = attn[b][:, :, rows[b]][..., batch.image_mask[b]].sum(-1)
             np.testing.assert_allclose(out[f"{source}_raw_mean"][b], to_panel.mean(-1), atol=1e-5)
             np.testing.assert_allclose(out[f"{source}_raw_max"][b], to_panel.amax(-1), atol=1e-5)
             np.testing.assert_allclose(out[f"{source}_share_mean"][b], (to_panel / to_image).mean(-1), atol=1e-4)
-    assert panel.sum(1).tolist() == [1, 1, 1]           # a 64-px panel is one merged image token (4x4 merge)
+    assert panel.sum(1).tolist() == [1, 1, 1]  # a 64-px panel is one merged image token (4x4 merge)
     assert out["answer_tokens"].min() >= 1
 
 

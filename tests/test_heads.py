@@ -1,13 +1,23 @@
 """The head-probe engine against an eager oracle, on tiny random models of every supported family."""
+
 import pytest
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from helpers.heads import (ATTENTION, HIDE, Intervention, Read, expand_item, heads_to_mask, probe, run_head_sets,
-                           stack_head_sets)
-from helpers.models import wrap_model
+from helpers.engine import (
+    ATTENTION,
+    HIDE,
+    Intervention,
+    Read,
+    expand_item,
+    heads_to_mask,
+    probe,
+    run_head_sets,
+    stack_head_sets,
+    wrap_model,
+)
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
 FAMILIES = sorted(CONFIGS)
@@ -18,11 +28,11 @@ _oracle_bias = {}  # candidate layer -> (heads [B, H] bool, rows [B, q] bool, ke
 def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """Eager attention written out, with the intervention's bias added by hand to the chosen heads only."""
     key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    scores = query @ key.transpose(2, 3) * scaling + attention_mask                     # [B, H, q, k]
+    scores = query @ key.transpose(2, 3) * scaling + attention_mask  # [B, H, q, k]
     if module.layer_idx in _oracle_bias:
         heads, rows, keys, bias = _oracle_bias[module.layer_idx]
         q_len, k_len = scores.shape[2:]
-        rows, keys = rows[:, k_len - q_len:k_len], keys[:, :k_len]
+        rows, keys = rows[:, k_len - q_len : k_len], keys[:, :k_len]
         for b in range(scores.shape[0]):
             for h in heads[b].nonzero().flatten().tolist():
                 for q in rows[b].nonzero().flatten().tolist():
@@ -55,11 +65,11 @@ def _groups(lm, inputs):
 
 def _eager_mass(attentions, groups, rows):
     """Oracle mass [B, L, H, G] from eager attentions: sum over the group's keys, mean over the rows."""
-    att = torch.stack(attentions, 1)                                           # [B, L, H, Q, K]
+    att = torch.stack(attentions, 1)  # [B, L, H, Q, K]
     K = att.shape[-1]
     padded = [torch.nn.functional.pad(g, (0, max(0, K - g.shape[1])))[:, :K] for g in groups.values()]  # [B, K]
     per_group = [(att * g[:, None, None, None, :].float()).sum(-1) for g in padded]
-    mass = torch.stack(per_group, -1)                                          # [B, L, H, Q, G]
+    mass = torch.stack(per_group, -1)  # [B, L, H, Q, G]
     weight = rows[:, None, None, :, None].float()
     return (mass * weight).sum(3) / weight.sum(3)
 
@@ -70,7 +80,7 @@ def test_read_matches_eager_prefill(family):
     T = inputs["input_ids"].shape[1]
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, [T - 1, T - 4]] = True
-    rows[1, T - 2] = True                                                      # rows may differ per batch row
+    rows[1, T - 2] = True  # rows may differ per batch row
     groups = _groups(lm, inputs)
     with probe(lm, read=Read(rows=rows, groups=groups, per_row=True)) as rec:
         logits = lm.model(**inputs).logits
@@ -83,8 +93,9 @@ def test_read_matches_eager_prefill(family):
     torch.testing.assert_close(rec.mass_per_row.nanmean(3), rec.mass, atol=1e-6, rtol=0)
     only_first = torch.zeros_like(rows)
     only_first[:, T - 4] = True
-    torch.testing.assert_close(rec.mass_per_row[:, :, :, 0], _eager_mass(reference.attentions, groups, only_first),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        rec.mass_per_row[:, :, :, 0], _eager_mass(reference.attentions, groups, only_first), atol=1e-5, rtol=0
+    )
     assert torch.isnan(rec.mass_per_row[0, :, :, 2]).all()
 
 
@@ -93,12 +104,15 @@ def test_read_matches_eager_decode(family):
     name, lm, eager, _, inputs = family
     T = inputs["input_ids"].shape[1]
     rows = torch.zeros(2, T + 3, dtype=torch.bool)
-    rows[:, [T, T + 1]] = True                                                 # generated tokens only: decode steps
+    rows[:, [T, T + 1]] = True  # generated tokens only: decode steps
     groups = _groups(lm, inputs)
     with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
         generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
-    full = dict(inputs, input_ids=generated, attention_mask=torch.cat(
-        [inputs["attention_mask"], torch.ones(2, 3, dtype=torch.long)], 1))
+    full = dict(
+        inputs,
+        input_ids=generated,
+        attention_mask=torch.cat([inputs["attention_mask"], torch.ones(2, 3, dtype=torch.long)], 1),
+    )
     for extra in ("mm_token_type_ids", "token_type_ids"):
         if extra in inputs:
             full[extra] = torch.cat([inputs[extra], torch.zeros(2, 3, dtype=torch.long)], 1)
@@ -118,12 +132,12 @@ def _head_set(lm, batch):
 def test_mask_and_steer_match_eager_reference(family, bias):
     name, lm, _, oracle, inputs = family
     T = inputs["input_ids"].shape[1]
-    heads = _head_set(lm, 2)                                                   # [B, L, H]
+    heads = _head_set(lm, 2)  # [B, L, H]
     keys = _groups(lm, inputs)["first_half"]
     rows = torch.zeros(2, T, dtype=torch.bool)
-    rows[:, T - 3:] = True
+    rows[:, T - 3 :] = True
     _oracle_bias.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):                # oracle: decoder-layer index
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):  # oracle: decoder-layer index
         _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
     try:
         expected = oracle(**inputs).logits
@@ -133,16 +147,18 @@ def test_mask_and_steer_match_eager_reference(family, bias):
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
         steered = lm.model(**inputs).logits
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
-    assert (steered - clean).abs().max() > 1e-4                                # the intervention took effect
-    before = inputs["attention_mask"].bool() & (torch.arange(T) < T - 3)      # real rows before the chosen ones
-    assert torch.equal(steered[before], clean[before])                         # (pad rows see every key: skipped)
+    assert (steered - clean).abs().max() > 1e-4  # the intervention took effect
+    before = inputs["attention_mask"].bool() & (torch.arange(T) < T - 3)  # real rows before the chosen ones
+    assert torch.equal(steered[before], clean[before])  # (pad rows see every key: skipped)
 
 
 def _attention_outputs(lm, inputs):
     """Per-head attention outputs [B, T, H, D] of every layer (the o_proj input)."""
     seen = []
-    hooks = [m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
-             for m in lm.adapter.attention_modules(lm.model)]
+    hooks = [
+        m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
+        for m in lm.adapter.attention_modules(lm.model)
+    ]
     try:
         lm.model(**inputs)
     finally:
@@ -154,13 +170,13 @@ def _attention_outputs(lm, inputs):
 @torch.no_grad()
 def test_heads_outside_the_set_are_bit_identical(family):
     name, lm, _, _, inputs = family
-    heads = stack_head_sets(lm.adapter, [[(1, 0), (1, 3)], [(1, 2)]])          # only layer 1
+    heads = stack_head_sets(lm.adapter, [[(1, 0), (1, 3)], [(1, 2)]])  # only layer 1
     keys = _groups(lm, inputs)["image"]
     clean = _attention_outputs(lm, inputs)
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE)):
         masked = _attention_outputs(lm, inputs)
-    assert torch.equal(masked[0], clean[0])                                    # layer below: untouched
-    inside = heads[:, 1]                                                       # [B, H]
+    assert torch.equal(masked[0], clean[0])  # layer below: untouched
+    inside = heads[:, 1]  # [B, H]
     for b in range(2):
         for h in range(lm.adapter.n_heads):
             same = torch.equal(masked[1][b, :, h], clean[1][b, :, h])
@@ -184,21 +200,23 @@ def test_zero_bias_and_empty_set_change_nothing(family):
 @torch.no_grad()
 def test_batched_head_sets_equal_sequential(family):
     name, lm, _, _, inputs = family
-    item = {k: (v[1:] if k not in ("pixel_values", "image_grid_thw") or v.shape[0] == 2 else v[v.shape[0] // 2:])
-            for k, v in inputs.items()}                                        # batch row 1 alone (no padding)
+    item = {
+        k: (v[1:] if k not in ("pixel_values", "image_grid_thw") or v.shape[0] == 2 else v[v.shape[0] // 2 :])
+        for k, v in inputs.items()
+    }  # batch row 1 alone (no padding)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)]]
-    heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
-    image = lm.adapter.image_positions(item["input_ids"])                      # [1, T]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    image = lm.adapter.image_positions(item["input_ids"])  # [1, T]
     betas = torch.tensor([4.0, -3.0, 4.0, 1.5])
     batch = expand_item(item, len(sets))
     with probe(lm, intervene=Intervention(heads=heads, keys=image.expand(4, -1), bias=betas)):
         batched = lm.model(**batch).logits
-    for i, head_set in enumerate(sets):
-        with probe(lm, intervene=Intervention(heads=heads[i:i + 1], keys=image, bias=float(betas[i]))):
+    for i, _head_set in enumerate(sets):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=image, bias=float(betas[i]))):
             alone = lm.model(**item).logits
-        torch.testing.assert_close(batched[i:i + 1], alone, atol=1e-5, rtol=0)
-    assert (batched[0] - batched[2]).abs().max() > 1e-5                        # different sets, different outputs
+        torch.testing.assert_close(batched[i : i + 1], alone, atol=1e-5, rtol=0)
+    assert (batched[0] - batched[2]).abs().max() > 1e-5  # different sets, different outputs
 
 
 @pytest.mark.parametrize("lowest", [0, 1])
@@ -206,23 +224,23 @@ def test_batched_head_sets_equal_sequential(family):
 def test_run_head_sets_equals_batched_and_sequential(family, lowest):
     """The fast path (vision tower and layers below the first intervened one run once) == plain batch == loop."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2:] for k, v in inputs.items()}   # batch row 1
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(lowest, 1), (L - 1, 3)], [(L - 1, 0)], [], [(l, h) for l in range(lowest, L) for h in range(0, H, 2)]]
-    heads = stack_head_sets(lm.adapter, sets)                                  # [4, L, H]
-    keys = lm.adapter.image_positions(item["input_ids"])                       # [1, T]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
     T = keys.shape[1]
     rows = torch.zeros(1, T, dtype=torch.bool)
-    rows[:, T - 5:] = True
+    rows[:, T - 5 :] = True
     betas = torch.tensor([4.0, -3.0, 4.0, HIDE])
-    fast = run_head_sets(lm, item, heads, keys, betas, rows)                   # [4, T, V]
+    fast = run_head_sets(lm, item, heads, keys, betas, rows)  # [4, T, V]
     with probe(lm, intervene=Intervention(heads=heads, keys=keys.expand(4, -1), bias=betas, rows=rows.expand(4, -1))):
         batched = lm.model(**expand_item(item, 4)).logits
     torch.testing.assert_close(fast, batched, atol=1e-5, rtol=0)
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i:i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
             alone = lm.model(**item).logits
-        torch.testing.assert_close(fast[i:i + 1], alone, atol=1e-5, rtol=0)
+        torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
     empty = run_head_sets(lm, item, torch.zeros(2, L, H, dtype=torch.bool), keys, HIDE)
     torch.testing.assert_close(empty, lm.model(**item).logits.expand(2, -1, -1), atol=1e-5, rtol=0)
@@ -250,9 +268,9 @@ def test_guards(family):
             pass
     with pytest.raises(RuntimeError, match=r"layers \[.*\] never ran"):
         with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
-            pass                                                               # no forward: nothing was changed
+            pass  # no forward: nothing was changed
     rows_after = torch.zeros(2, T + 5, dtype=torch.bool)
-    rows_after[:, T + 4] = True                                                # a row the forward never reaches
+    rows_after[:, T + 4] = True  # a row the forward never reaches
     with pytest.raises(RuntimeError, match="rows never occurred"):
         with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0, rows=rows_after)):
             lm.model(**inputs)
@@ -275,10 +293,10 @@ def test_run_head_sets_guards():
     lm = wrap_model(tiny_model("qwen3_vl", ATTENTION))
     inputs = tiny_inputs("qwen3_vl", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
-    heads = stack_head_sets(lm.adapter, [[(1, 0)], [(2, 1)], [(0, 3)]])          # [3, L, H]
+    heads = stack_head_sets(lm.adapter, [[(1, 0)], [(2, 1)], [(0, 3)]])  # [3, L, H]
     with pytest.raises(ValueError, match="takes a single item \\(batch 1\\), got batch 2"):
         run_head_sets(lm, inputs, heads, image[:1], HIDE)
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2:] for k, v in inputs.items()}
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}
     with pytest.raises(ValueError, match=r"keys must be a bool tensor \[1, T\] or \[3, T\], got Tensor \(2,"):
         run_head_sets(lm, item, heads, image, HIDE)
     with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):

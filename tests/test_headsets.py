@@ -7,8 +7,9 @@ from helpers import headsets
 def test_round_trip_best_first(tmp_path):
     scores = np.array([[0.1, 0.7, 0.3], [0.9, 0.2, 0.5]])
     mask = scores > 0.4
-    path = headsets.save(tmp_path / "hs.json", model="toy", setting="cm-ref-qsp", selection="flat top-k",
-                         mask=mask, scores=scores)
+    path = headsets.save(
+        tmp_path / "hs.json", model="toy", setting="cm-ref-qsp", selection="flat top-k", mask=mask, scores=scores
+    )
     record = headsets.load(path)
     assert record["heads"] == [[1, 0], [0, 1], [1, 2]] and record["k"] == 3
     assert record["scores"] == [0.9, 0.7, 0.5]
@@ -25,8 +26,14 @@ def test_out_of_range_head_is_named(tmp_path):
 
 def test_load_settings_checks_presence_and_model(tmp_path):
     scores = np.arange(6.0).reshape(2, 3)
-    headsets.save(tmp_path / "cm-ref-qsp.json", model="toy", setting="cm-ref-qsp", selection="flat top-k",
-                  mask=scores > 3, scores=scores)
+    headsets.save(
+        tmp_path / "cm-ref-qsp.json",
+        model="toy",
+        setting="cm-ref-qsp",
+        selection="flat top-k",
+        mask=scores > 3,
+        scores=scores,
+    )
     masks = headsets.load_settings(tmp_path, ["cm-ref-qsp"], "toy", 2, 3)
     assert (masks["cm-ref-qsp"] == (scores > 3)).all()
     with pytest.raises(FileNotFoundError, match="co-ref-qsp.json: run notebook 01_discovery"):
@@ -39,8 +46,13 @@ def test_load_settings_checks_presence_and_model(tmp_path):
 
 def test_load_score_maps_reads_the_long_table(tmp_path):
     import pandas as pd
-    rows = [{"setting": s, "layer": l, "head": h, "score": 10 * l + h + (s == "cm-ord-out")}
-            for s in ("cm-ord-qsp", "cm-ord-out") for l in range(2) for h in range(3)]
+
+    rows = [
+        {"setting": s, "layer": l, "head": h, "score": 10 * l + h + (s == "cm-ord-out")}
+        for s in ("cm-ord-qsp", "cm-ord-out")
+        for l in range(2)
+        for h in range(3)
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "discovery_scores.csv", index=False)
     maps = headsets.load_score_maps(tmp_path / "discovery_scores.csv", ["cm-ord-out"], 2, 3)
     assert (maps["cm-ord-out"] == np.array([[1, 2, 3], [11, 12, 13]])).all()

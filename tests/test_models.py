@@ -1,4 +1,5 @@
 """Adapters: layer/head counts, region -> image-token mapping, loading from a save_pretrained folder."""
+
 import numpy as np
 import pytest
 import torch
@@ -6,10 +7,8 @@ from PIL import Image
 from transformers import Gemma4ImageProcessor, GotOcr2ImageProcessor, PretrainedConfig
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-from helpers.heads import ATTENTION, Read, probe
-from helpers.models import adapter_for, load_model, wrap_model
+from helpers.engine import ATTENTION, Read, adapter_for, load_model, probe, wrap_model
 from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
-
 
 CANDIDATES = {"qwen3_5": [1, 3]}  # Qwen3.5's tiny config: linear attention in layers 0 and 2
 
@@ -30,7 +29,9 @@ def test_adapter_counts(family):
 def test_unsupported_family_lists_supported_ones():
     config = PretrainedConfig()
     config.model_type = "blip_2"
-    with pytest.raises(ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, internvl, llava, qwen2_5_vl"):
+    with pytest.raises(
+        ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, internvl, llava, qwen2_5_vl"
+    ):
         adapter_for(config)
 
 
@@ -56,8 +57,9 @@ def _painted_tokens(painted, blank, merge):
 @pytest.mark.parametrize("region", PAINT_REGIONS)
 def test_qwen_region_tokens_match_painted_patches(region):
     image, blank_image = _painted_and_blank(region)
-    processor = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
-                                      size={"shortest_edge": 64 * 64, "longest_edge": 256 * 256})
+    processor = Qwen2VLImageProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2, size={"shortest_edge": 64 * 64, "longest_edge": 256 * 256}
+    )
     pixels = processor(images=[image], return_tensors="pt")
     blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
     t, h, w = pixels["image_grid_thw"][0].tolist()
@@ -80,12 +82,12 @@ def test_region_outside_the_image_is_refused():
 
 
 def test_gemma_and_llava_grids():
-    gemma = wrap_model(tiny_model("gemma3", ATTENTION))                         # 2 x 2 pooled grid
+    gemma = wrap_model(tiny_model("gemma3", ATTENTION))  # 2 x 2 pooled grid
     inputs = tiny_inputs("gemma3", gemma.model, lengths=(3,))
     first = int((inputs["input_ids"][0] == IMAGE_TOKEN).nonzero()[0])
     assert (gemma.adapter.region_positions(inputs, (60, 0, 100, 10), (100, 50)) - first).tolist() == [1]
     assert (gemma.adapter.region_positions(inputs, (0, 20, 100, 50), (100, 50)) - first).tolist() == [0, 1, 2, 3]
-    llava = wrap_model(tiny_model("llava", ATTENTION))                          # 4 x 4 patch grid, centre crop
+    llava = wrap_model(tiny_model("llava", ATTENTION))  # 4 x 4 patch grid, centre crop
     inputs = tiny_inputs("llava", llava.model, lengths=(3,))
     first = int((inputs["input_ids"][0] == IMAGE_TOKEN).nonzero()[0])
     # 200 x 100 image: the processor keeps the centre 100 x 100 square (x 50..150)
@@ -117,11 +119,12 @@ def test_load_model_from_a_saved_folder(tmp_path):
 def test_internvl_region_tokens_match_painted_cells(region):
     """One 56 x 56 tile (resized, not cropped), 4 x 4 tokens of 14 x 14 pixels; tokens follow the painted pixels."""
     image, blank_image = _painted_and_blank(region)
-    processor = GotOcr2ImageProcessor(crop_to_patches=False, size={"height": 56, "width": 56},
-                                      resample=0)                                  # nearest: no bleed at edges
-    painted = processor(images=[image], return_tensors="pt")["pixel_values"]    # [1, 3, 56, 56]
+    processor = GotOcr2ImageProcessor(
+        crop_to_patches=False, size={"height": 56, "width": 56}, resample=0
+    )  # nearest: no bleed at edges
+    painted = processor(images=[image], return_tensors="pt")["pixel_values"]  # [1, 3, 56, 56]
     blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
-    change = (painted - blank).abs().amax(1)[0].view(4, 14, 4, 14).amax((1, 3))                  # [4, 4] token cells
+    change = (painted - blank).abs().amax(1)[0].view(4, 14, 4, 14).amax((1, 3))  # [4, 4] token cells
     expected = set(change.flatten().gt(0.1).nonzero().flatten().tolist())
     input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 16 + [VISION_END, 9]])
     adapter = adapter_for(tiny_model("internvl", ATTENTION).config)
@@ -143,10 +146,10 @@ def test_gemma4_region_tokens_match_painted_patches(region):
     processor = Gemma4ImageProcessor(patch_size=8, pooling_kernel_size=2, max_soft_tokens=70, resample=0)
     painted = processor(images=[image], return_tensors="pt")
     blank = processor(images=[blank_image], return_tensors="pt")["pixel_values"]
-    positions = painted["image_position_ids"][0]                                                # [max_patches, 2]
+    positions = painted["image_position_ids"][0]  # [max_patches, 2]
     real = (positions >= 0).all(-1)
     cols = int(positions[real, 0].max()) // 2 + 1
-    changed = (painted["pixel_values"][0] - blank[0]).abs().amax(-1).gt(0.1) & real            # [max_patches]
+    changed = (painted["pixel_values"][0] - blank[0]).abs().amax(-1).gt(0.1) & real  # [max_patches]
     expected = {int(y) // 2 * cols + int(x) // 2 for x, y in positions[changed].tolist()}
     n_tokens = int(real.sum()) // 4
     input_ids = torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * n_tokens + [VISION_END, 9]])

@@ -1,4 +1,5 @@
 """Notebook structure, the runner, and a smoke papermill run of every notebook."""
+
 import ast
 import json
 import subprocess
@@ -43,8 +44,10 @@ def test_py_source_is_in_canonical_jupytext_form(source):
 
 def test_runner_names_failing_notebook_and_cell(tmp_path):
     bad = tmp_path / "99_bad.py"
-    header = "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     language: python\n" \
-             "#     name: python3\n# ---\n\n"
+    header = (
+        "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     language: python\n"
+        "#     name: python3\n# ---\n\n"
+    )
     bad.write_text(header + '# %% tags=["parameters"]\nx = 1\n\n# %%\ny = x + 1\n\n# %%\nraise ValueError("boom")\n')
     with pytest.raises(SystemExit) as err:
         run.run([bad], {"x": 2}, tmp_path / "build")
@@ -64,8 +67,9 @@ def test_unknown_notebook_prefix_lists_available():
 def test_smoke_run_of_every_notebook():
     """`python -m helpers.run --smoke`: every notebook end to end with small sizes, outputs in build/."""
     before = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
-    proc = subprocess.run([sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT,
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT, capture_output=True, text=True, timeout=1200
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = paths.BUILD / "smoke" / "paper_figures"
     for notebook, outputs in OUTPUTS.items():

@@ -17,11 +17,10 @@ def test_top_k_picks_largest_and_breaks_ties_by_index():
 
 def test_overlap_matrix_and_one_factor_pairs():
     base = np.arange(12, dtype=float).reshape(3, 4)
-    scores = {"cm-ord-last": base, "co-ord-last": base.copy(), "cm-ref-last": base[::-1].copy(),
-              "cm-ord-qsp": -base}
+    scores = {"cm-ord-last": base, "co-ord-last": base.copy(), "cm-ref-last": base[::-1].copy(), "cm-ord-qsp": -base}
     m = ov.overlap_matrix(scores, k=4)
-    assert m.loc["cm-ord-last", "co-ord-last"] == 4      # same ranking
-    assert m.loc["cm-ord-last", "cm-ref-last"] == 0      # top row vs bottom row
+    assert m.loc["cm-ord-last", "co-ord-last"] == 4  # same ranking
+    assert m.loc["cm-ord-last", "cm-ref-last"] == 0  # top row vs bottom row
     assert m.loc["cm-ord-last", "cm-ord-qsp"] == 0
     assert np.all(np.diag(m.values) == 4) and (m.values == m.values.T).all()
     pairs = ov.one_factor_pairs(m)
@@ -45,8 +44,9 @@ def test_half_split_overlap_known_values():
     assert ov.half_split_overlaps(items, items, 5, splits).tolist() == [5] * 7  # noiseless: perfect ceiling
     flipped = items[:, ::-1, ::-1].copy()  # ranking reversed: the top 5 become the bottom 5
     assert ov.half_split_overlaps(items, flipped, 5, splits).tolist() == [0] * 7
-    table = ov.ceiling_table({"cm-ord-last": items, "co-ord-last": items}, [("cm-ord-last", "co-ord-last")],
-                             k=5, n_splits=7, seed=0)
+    table = ov.ceiling_table(
+        {"cm-ord-last": items, "co-ord-last": items}, [("cm-ord-last", "co-ord-last")], k=5, n_splits=7, seed=0
+    )
     row = table.iloc[0]
     assert row["what changes"] == "corpus" and row["shared"] == 5 and row["ceiling"] == 5 and row["fraction"] == 1
 
@@ -57,7 +57,11 @@ def test_noise_lowers_the_ceiling():
     noisy = signal + rng.normal(0, 2.0, size=(30, 4, 10))
     clean = signal + rng.normal(0, 0.01, size=(30, 4, 10))
     splits = ov.split_halves(30, 50, seed=1)
-    assert ov.half_split_overlaps(noisy, noisy, 8, splits).mean() < ov.half_split_overlaps(clean, clean, 8, splits).mean() == 8
+    assert (
+        ov.half_split_overlaps(noisy, noisy, 8, splits).mean()
+        < ov.half_split_overlaps(clean, clean, 8, splits).mean()
+        == 8
+    )
 
 
 def test_top_k_curve_and_random_overlap_expectation():

@@ -5,34 +5,49 @@ from helpers.design import SETTINGS, k_for, parse_setting
 
 
 def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
-    p = params.validate(dict(model="toy", device="cuda:1", dtype="bfloat16", k=0.087, n_items=400,
-                             n_random=20, seed=0, smoke=True, out_dir=str(tmp_path), settings="all"))
+    p = params.validate(
+        dict(
+            model="toy",
+            device="cuda:1",
+            dtype="bfloat16",
+            k=0.087,
+            n_items=400,
+            n_random=20,
+            seed=0,
+            smoke=True,
+            out_dir=str(tmp_path),
+            settings="all",
+        )
+    )
     assert p.n_items == params.SMOKE["n_items"] and p.n_random == params.SMOKE["n_random"]
     assert p.settings == list(SETTINGS) and p.out_dir == tmp_path
     assert params.validate(dict(n_items=400, smoke=False)).n_items == 400
 
 
-@pytest.mark.parametrize("name, value, fragment", [
-    ("settings", ["cm-ord-last", "cm-xyz-last"], "cm-ref-qsp"),
-    ("k", 0, "int >= 1"),
-    ("k", 1.5, "share 0 < k < 1"),
-    ("n_items", 1, "int >= 2"),
-    ("n_strips", "10", "int >= 2"),
-    ("device", "gpu", "cpu, cuda, mps, auto"),
-    ("dtype", "fp8", "float32, bfloat16"),
-    ("model", "not a model", "hub id"),
-    ("smoke", "yes", "True or False"),
-    ("n_random", 1, "int >= 2"),
-    ("beta", 0, "finite number > 0"),
-    ("beta", float("inf"), "finite number > 0"),
-    ("betas", [], "non-empty list"),
-    ("ks", [], "non-empty list of head-set sizes"),
-    ("ks", [0.1, 0], "each an int >= 1 (heads) or a float share"),
-    ("n_random_large", 1, "int >= 2"),
-    ("betas", [1, -3], "finite numbers > 0"),
-    ("rows", "question", "'all', 'image', 'prompt', 'last'"),
-    ("eval_corpus", "/no/such/folder", "'cm', 'co' or an existing image folder"),
-])
+@pytest.mark.parametrize(
+    "name, value, fragment",
+    [
+        ("settings", ["cm-ord-last", "cm-xyz-last"], "cm-ref-qsp"),
+        ("k", 0, "int >= 1"),
+        ("k", 1.5, "share 0 < k < 1"),
+        ("n_items", 1, "int >= 2"),
+        ("n_strips", "10", "int >= 2"),
+        ("device", "gpu", "cpu, cuda, mps, auto"),
+        ("dtype", "fp8", "float32, bfloat16"),
+        ("model", "not a model", "hub id"),
+        ("smoke", "yes", "True or False"),
+        ("n_random", 1, "int >= 2"),
+        ("beta", 0, "finite number > 0"),
+        ("beta", float("inf"), "finite number > 0"),
+        ("betas", [], "non-empty list"),
+        ("ks", [], "non-empty list of head-set sizes"),
+        ("ks", [0.1, 0], "each an int >= 1 (heads) or a float share"),
+        ("n_random_large", 1, "int >= 2"),
+        ("betas", [1, -3], "finite numbers > 0"),
+        ("rows", "question", "'all', 'image', 'prompt', 'last'"),
+        ("eval_corpus", "/no/such/folder", "'cm', 'co' or an existing image folder"),
+    ],
+)
 def test_bad_values_name_the_value_and_the_allowed_ones(name, value, fragment):
     with pytest.raises(params.ParameterError) as err:
         params.validate({name: value})
@@ -56,8 +71,12 @@ def test_design_names_and_k():
 
 def test_environment_yml_pins_match_requirements():
     from helpers import paths
-    reqs = {l.strip() for l in (paths.ROOT / "requirements.txt").read_text().splitlines()
-            if l.strip() and not l.startswith("#")}
+
+    reqs = {
+        l.strip()
+        for l in (paths.ROOT / "requirements.txt").read_text().splitlines()
+        if l.strip() and not l.startswith("#")
+    }
     env = (paths.ROOT / "environment.yml").read_text()
     pip_pins = {l.strip()[2:] for l in env.splitlines() if "==" in l}
     conda_torch = {"torch==2.14.1", "torchvision==0.29.1"}

@@ -1,4 +1,5 @@
 """The paper's statistics against values worked out by hand."""
+
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ def test_rank_p_floor_matches_the_paper(R, floor):
 
 def test_rank_p_counts_ties_and_larger_random_values():
     random = np.array([0.1, 0.5, 0.5, 0.9])
-    assert stats.rank_p(0.5, random) == pytest.approx(4 / 5)    # 1 + three sets >= .5
+    assert stats.rank_p(0.5, random) == pytest.approx(4 / 5)  # 1 + three sets >= .5
     assert stats.rank_p(0.95, random) == pytest.approx(1 / 5)
     with pytest.raises(ValueError, match="finite"):
         stats.rank_p(0.5, np.array([np.nan]))
@@ -25,9 +26,9 @@ def test_holm_step_down_example():
 
 
 def test_z_score_and_t_interval_by_hand():
-    assert stats.z_score(5.0, np.array([1.0, 2.0, 3.0])) == pytest.approx(3.0)     # (5 - 2) / 1
+    assert stats.z_score(5.0, np.array([1.0, 2.0, 3.0])) == pytest.approx(3.0)  # (5 - 2) / 1
     mean, low, high = stats.t_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
-    half = 2.776445 * np.sqrt(2.5) / np.sqrt(5)                                     # t(.975, 4) * sd / sqrt(n)
+    half = 2.776445 * np.sqrt(2.5) / np.sqrt(5)  # t(.975, 4) * sd / sqrt(n)
     assert (mean, low, high) == pytest.approx((3.0, 3.0 - half, 3.0 + half), abs=1e-5)
     assert np.isnan(stats.t_interval(np.array([1.0]))[1])
 
@@ -45,14 +46,14 @@ def test_bootstrap_interval_matches_the_t_interval_on_large_normal_samples():
 
 def test_paired_t_by_hand():
     a, b = np.array([1.0, 2.0, 4.0]), np.array([0.0, 1.0, 1.0])
-    diff, p = stats.paired_t(a, b)                  # d = 1, 1, 3: mean 5/3, sd 1.1547, t = 2.5
+    diff, p = stats.paired_t(a, b)  # d = 1, 1, 3: mean 5/3, sd 1.1547, t = 2.5
     assert diff == pytest.approx(5 / 3)
-    assert p == pytest.approx(0.1296, abs=1e-3)     # two-sided, 2 df
+    assert p == pytest.approx(0.1296, abs=1e-3)  # two-sided, 2 df
 
 
 def test_against_random_row():
     rng = np.random.default_rng(0)
-    random = rng.normal(0.0, 0.01, (50, 20))                           # [N, R]
+    random = rng.normal(0.0, 0.01, (50, 20))  # [N, R]
     row = stats.against_random(np.full(50, 0.2), random)
     assert row["S"] == pytest.approx(0.2) and row["p"] == pytest.approx(1 / 21)
     assert row["random mean"] == pytest.approx(random.mean())
@@ -67,10 +68,10 @@ def test_against_random_row():
 
 def test_excess_over_random_by_hand():
     discovered = np.array([0.3, 0.5, 0.4])
-    random = np.array([[0.0, 0.2], [0.1, 0.1], [0.2, 0.0]])          # per-item random means .1 .1 .1
-    excess, p = stats.excess_over_random(discovered, random)          # excess .2 .4 .3: mean .3, sd .1
+    random = np.array([[0.0, 0.2], [0.1, 0.1], [0.2, 0.0]])  # per-item random means .1 .1 .1
+    excess, p = stats.excess_over_random(discovered, random)  # excess .2 .4 .3: mean .3, sd .1
     assert excess == pytest.approx(0.3)
-    assert p == pytest.approx(0.01755, abs=1e-4)                       # t = .3 / (.1 / sqrt 3) = 5.196, 2 df, one-sided
+    assert p == pytest.approx(0.01755, abs=1e-4)  # t = .3 / (.1 / sqrt 3) = 5.196, 2 df, one-sided
     assert stats.excess_over_random(-discovered, random)[1] > 0.95
     with pytest.raises(ValueError, match=r"\[N, R\]"):
         stats.excess_over_random(discovered, random[:2])

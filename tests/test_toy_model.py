@@ -1,16 +1,18 @@
 """The shipped toy model: loads through the hub path, its token masks are right, it meets the held-out
 thresholds on fresh items (a seed used neither in training nor in its saved accuracy JSON)."""
+
 import pytest
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from helpers.inputs import build_batch
-from helpers.mcq import greedy_answers, letter_probs, option_token_ids, prob_correct
+from helpers.engine import build_batch
+from helpers.engine.mcq import greedy_answers, letter_probs, option_token_ids, prob_correct
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import SyntheticCorpus, build_items, strip_items
 from helpers.toy.evaluate import THRESHOLDS, evaluate
 
 TEST_SEED = 4242
+
 
 @pytest.fixture(scope="module")
 def processor():
@@ -48,14 +50,14 @@ def test_query_span_and_answer_masks_decode_to_their_text(processor, kind):
         last = batch.last_prompt_index[row]
         assert batch.answer_mask[row, last + 1] and not batch.answer_mask[row, : last + 1].any()
         n_image = int(batch.image_mask[row].sum())
-        assert n_image == item.image.width * item.image.height // 64 ** 2
+        assert n_image == item.image.width * item.image.height // 64**2
 
 
 def test_left_padding_puts_the_last_prompt_token_last(processor):
     items = build_items("strip_ref", SyntheticCorpus("cm"), 3, 0) + build_items("text", SyntheticCorpus("cm"), 3, 0)
     batch = build_batch(processor, items)
     assert batch.last_prompt_mask[:, -1].all() and batch.last_prompt_mask.sum() == len(items)
-    assert (batch.inputs["attention_mask"][:, 0] == 0).any()            # rows differ in length: left pads
+    assert (batch.inputs["attention_mask"][:, 0] == 0).any()  # rows differ in length: left pads
 
 
 def test_option_letters_are_single_distinct_tokens(processor):
@@ -70,7 +72,9 @@ def test_greedy_ordinal_answers_on_cartoon_strips(model, processor):
 
 
 def test_greedy_answers_match_the_items(model, processor):
-    items = strip_items(SyntheticCorpus("cm"), 8, TEST_SEED, "ord") + strip_items(SyntheticCorpus("co"), 8, TEST_SEED, "ref")
+    items = strip_items(SyntheticCorpus("cm"), 8, TEST_SEED, "ord") + strip_items(
+        SyntheticCorpus("co"), 8, TEST_SEED, "ref"
+    )
     answers = greedy_answers(model, processor, items, max_new_tokens=12)
     assert sum(a == item.answer for a, item in zip(answers, items)) >= 15
 
@@ -80,7 +84,7 @@ def test_mismatched_probabilities_are_near_chance_per_item(model, processor):
     probs = letter_probs(model, processor, items)
     assert torch.allclose(probs.sum(1), torch.ones(len(items)))
     assert 0.15 <= prob_correct(probs, items).mean() <= 0.35
-    assert probs.max(dim=1).values.median() < 0.6                     # no confident guess on most items
+    assert probs.max(dim=1).values.median() < 0.6  # no confident guess on most items
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,31 @@
 """The toy model's training batches: multi-turn conversations are masked exactly like the single-turn
 batches the evaluation and the engine use, and every answer turn carries a total weight of one."""
+
 import numpy as np
 import pytest
 import torch
 from transformers import AutoProcessor
 
-from helpers.inputs import build_batch
+from helpers.engine import build_batch
 from helpers.paths import TOY_MODEL
-from helpers.stimuli import RETARGETABLE, SyntheticCorpus, build_items
-from helpers.toy.train import (ADAPT_RANGE, LOSS_FLOOR, OPENINGS, POSITION_TABLE_STD,
-                               QK_NORM_GAIN, STAGES, adapted_mixture, conversation_batch, image_word_loss,
-                               image_word_targets, initialise, place_word_loss, sample_conversations,
-                               stage_mixture)
+from helpers.stimuli import SyntheticCorpus
+from helpers.toy.tasks import RETARGETABLE, build_items
+from helpers.toy.train import (
+    ADAPT_RANGE,
+    LOSS_FLOOR,
+    OPENINGS,
+    POSITION_TABLE_STD,
+    QK_NORM_GAIN,
+    STAGES,
+    adapted_mixture,
+    conversation_batch,
+    image_word_loss,
+    image_word_targets,
+    initialise,
+    place_word_loss,
+    sample_conversations,
+    stage_mixture,
+)
 from tests.tiny_models import tiny_model
 
 
@@ -44,8 +58,9 @@ def test_conversation_answers_decode_to_every_turn(processor):
 
 
 def test_follow_up_regions_are_drawn_with_replacement():
-    conversations = [c for step in range(4) for c in sample_conversations(step, 40, STAGES[-1][1])
-                     if c[0].kind in RETARGETABLE]
+    conversations = [
+        c for step in range(4) for c in sample_conversations(step, 40, STAGES[-1][1]) if c[0].kind in RETARGETABLE
+    ]
     repeats = [len(turns) - len({t.target for t in turns}) for turns in conversations]
     # six strip panels asked six times with replacement repeat one with probability 1 - 6!/6^6 = 0.985
     assert sum(r > 0 for r in repeats) > 0.8 * len(repeats)
@@ -74,14 +89,14 @@ def test_openings_are_gated_mixtures_and_the_stages_share_out_what_they_leave():
 
 def test_adapted_mixture_moves_shares_to_kinds_with_loss_left():
     mixture = {"text": 0.5, "strip_ref": 0.25, "single_mismatched": 0.25}
-    assert adapted_mixture(mixture, {}) == mixture                          # nothing measured yet
+    assert adapted_mixture(mixture, {}) == mixture  # nothing measured yet
     solved = {"text": 0.0, "strip_ref": 1.0, "single_mismatched": LOSS_FLOOR["single_mismatched"]}
     adapted = adapted_mixture(mixture, solved)
     # excess loss 0 / 1 / 0 against a mean of 0.25: ref is scaled x4 (the clip), the others x1/4
     expected = {"text": 0.5 / 4, "strip_ref": 0.25 * ADAPT_RANGE, "single_mismatched": 0.25 / 4}
     total = sum(expected.values())
     assert adapted == pytest.approx({kind: share / total for kind, share in expected.items()})
-    even = adapted_mixture(mixture, {"text": 0.3, "strip_ref": 0.3})        # equal loss left: unchanged
+    even = adapted_mixture(mixture, {"text": 0.3, "strip_ref": 0.3})  # equal loss left: unchanged
     assert even == pytest.approx(mixture)
 
 
@@ -97,21 +112,23 @@ def test_initialise_sets_the_norm_gains_and_the_position_table_scale():
 
 def test_image_word_targets_name_each_regions_class_and_place(processor):
     tokenizer = processor.tokenizer
-    strip, grid, blank, single = (build_items(kind, SyntheticCorpus("co"), 1, 3)[0]
-                                  for kind in ("strip_ord", "grid", "grid_blank", "single_matched"))
+    strip, grid, blank, single = (
+        build_items(kind, SyntheticCorpus("co"), 1, 3)[0]
+        for kind in ("strip_ord", "grid", "grid_blank", "single_matched")
+    )
     targets = image_word_targets(tokenizer, [[strip], [grid], [blank], [single]])
-    assert len(targets) == 6 + 4 + 4 + 1                                 # one per image token
+    assert len(targets) == 6 + 4 + 4 + 1  # one per image token
     decoded = [tokenizer.decode(t) for t in targets]
     assert decoded[:6] == [f" {label}{i + 1}" for i, label in enumerate(strip.labels)]
     assert decoded[6:10] == [f" {label}{letter}" for label, letter in zip(grid.labels, "ABCD")]
-    assert decoded[10:14] == list("ABCD")                               # a blank grid: places only
+    assert decoded[10:14] == list("ABCD")  # a blank grid: places only
     assert decoded[14] == f" {single.labels[0]}"
 
 
 def test_image_word_loss_is_the_mean_target_cross_entropy_per_token():
     model = tiny_model("qwen3_vl", "eager")
     hidden = model.config.text_config.hidden_size
-    tokens = torch.randn(3, hidden)                                       # [N, hidden]
+    tokens = torch.randn(3, hidden)  # [N, hidden]
     targets = [[5, 7], [2], [9, 1, 4]]
     log_probs = model.lm_head(model.model.language_model.norm(tokens)).log_softmax(-1)
     expected = -sum(log_probs[i, t].mean() for i, t in enumerate(targets))
@@ -132,7 +149,7 @@ def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(pr
     for row, item in enumerate((grid, strip)):
         places = [region.removeprefix("panel ") for region in item.boxes]
         for position in (place[row] >= 0).nonzero()[:, 0]:
-            before = tokenizer.decode(ids[row, position - 1:position + 1])
+            before = tokenizer.decode(ids[row, position - 1 : position + 1])
             region = next(i for i, label in enumerate(item.labels) if before.endswith(label.split()[1]))
             assert tokenizer.decode([int(place[row, position])]) == places[region]
     assert tokenizer.decode([int(place[0][place[0] >= 0])]) == grid.target
@@ -140,7 +157,7 @@ def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(pr
 
 def test_place_word_loss_is_the_summed_place_cross_entropy_at_the_mentions():
     model = tiny_model("qwen3_vl", "eager")
-    hidden = torch.randn(2, 5, model.config.text_config.hidden_size)     # [B, T, hidden]
+    hidden = torch.randn(2, 5, model.config.text_config.hidden_size)  # [B, T, hidden]
     place = torch.full((2, 5), -100)
     place[0, 3], place[1, 1], place[1, 4] = 7, 2, 9
     logits = model.lm_head(model.model.language_model.norm(hidden))

@@ -5,45 +5,104 @@ runs sdpa); the same ``seed`` gives the same weights for every ``attn``, so an e
 head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
 batch with one image per row (random pixels), as the family's processor would lay it out.
 """
+
 from __future__ import annotations
 
 import torch
-from transformers import (AutoModelForImageTextToText, Gemma3Config, Gemma4Config, InternVLConfig, LlavaConfig,
-                          Qwen2_5_VLConfig, Qwen2VLConfig, Qwen3_5Config, Qwen3VLConfig)
+from transformers import (
+    AutoModelForImageTextToText,
+    Gemma3Config,
+    Gemma4Config,
+    InternVLConfig,
+    LlavaConfig,
+    Qwen2_5_VLConfig,
+    Qwen2VLConfig,
+    Qwen3_5Config,
+    Qwen3VLConfig,
+)
 
 VOCAB = 300
 IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
 
-TEXT = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=PAD,
-            bos_token_id=1, eos_token_id=2)
+TEXT = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    pad_token_id=PAD,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 
 
 def _qwen3_vl() -> Qwen3VLConfig:
     return Qwen3VLConfig(
-        text_config=dict(TEXT, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                "mrope_section": [2, 3, 3], "mrope_interleaved": True}),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
-                           num_position_embeddings=64, deepstack_visual_indexes=[0]),
-        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
-        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+        text_config=dict(
+            TEXT,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+            },
+        ),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            num_position_embeddings=64,
+            deepstack_visual_indexes=[0],
+        ),
+        image_token_id=IMAGE_TOKEN,
+        video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START,
+        vision_end_token_id=VISION_END,
     )
 
 
 def _qwen3_5() -> Qwen3_5Config:
     """Two linear-attention (gated delta net) layers and two softmax-attention layers (the candidates)."""
     return Qwen3_5Config(
-        text_config=dict(TEXT, num_hidden_layers=4,
-                         layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
-                         linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=8,
-                         linear_num_key_heads=2, linear_num_value_heads=4,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
-                                          "mrope_section": [2, 1, 1], "mrope_interleaved": True}),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64),
-        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
-        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+        text_config=dict(
+            TEXT,
+            num_hidden_layers=4,
+            layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+            linear_conv_kernel_dim=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "mrope_section": [2, 1, 1],
+                "mrope_interleaved": True,
+            },
+        ),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            num_position_embeddings=64,
+        ),
+        image_token_id=IMAGE_TOKEN,
+        video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START,
+        vision_end_token_id=VISION_END,
     )
 
 
@@ -51,30 +110,62 @@ def _internvl() -> InternVLConfig:
     """One 56 x 56 tile: 8 x 8 patches, pixel-shuffled to a 4 x 4 token grid."""
     return InternVLConfig(
         text_config=dict(TEXT, model_type="qwen2"),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=[56, 56], patch_size=[7, 7]),
-        image_token_id=IMAGE_TOKEN, image_seq_length=16, downsample_ratio=0.5,
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=[56, 56],
+            patch_size=[7, 7],
+        ),
+        image_token_id=IMAGE_TOKEN,
+        image_seq_length=16,
+        downsample_ratio=0.5,
     )
 
 
 def _qwen2_vl(config_class) -> Qwen2VLConfig:
     return config_class(
-        text_config=dict(TEXT, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                "mrope_section": [2, 3, 3]}),
-        vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, patch_size=14,
-                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64, intermediate_size=64),
-        image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
-        vision_start_token_id=VISION_START, vision_end_token_id=VISION_END,
+        text_config=dict(
+            TEXT, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+        ),
+        vision_config=dict(
+            depth=2,
+            embed_dim=32,
+            hidden_size=64,
+            num_heads=2,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            out_hidden_size=64,
+            intermediate_size=64,
+        ),
+        image_token_id=IMAGE_TOKEN,
+        video_token_id=VIDEO_TOKEN,
+        vision_start_token_id=VISION_START,
+        vision_end_token_id=VISION_END,
     )
 
 
 def _gemma3() -> Gemma3Config:
     return Gemma3Config(
-        text_config=dict(TEXT, sliding_window=8, query_pre_attn_scalar=16,
-                         layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                           image_size=64, patch_size=8),
-        mm_tokens_per_image=4, image_token_index=IMAGE_TOKEN, boi_token_index=VISION_START,
+        text_config=dict(
+            TEXT,
+            sliding_window=8,
+            query_pre_attn_scalar=16,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=64,
+            patch_size=8,
+        ),
+        mm_tokens_per_image=4,
+        image_token_index=IMAGE_TOKEN,
+        boi_token_index=VISION_START,
         eoi_token_index=VISION_END,
     )
 
@@ -82,13 +173,30 @@ def _gemma3() -> Gemma3Config:
 def _gemma4() -> Gemma4Config:
     """Per-layer inputs, a sliding layer, and a full layer that reuses the previous full layer's keys and values."""
     return Gemma4Config(
-        text_config=dict(TEXT, sliding_window=8, layer_types=["sliding_attention", "full_attention", "full_attention"],
-                         global_head_dim=16, num_kv_shared_layers=1, hidden_size_per_layer_input=8,
-                         vocab_size_per_layer_input=VOCAB),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                           num_key_value_heads=2, head_dim=16, patch_size=8, pooling_kernel_size=2,
-                           position_embedding_size=64),
-        audio_config=None, image_token_id=IMAGE_TOKEN, boi_token_id=VISION_START, eoi_token_id=VISION_END,
+        text_config=dict(
+            TEXT,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention", "full_attention"],
+            global_head_dim=16,
+            num_kv_shared_layers=1,
+            hidden_size_per_layer_input=8,
+            vocab_size_per_layer_input=VOCAB,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            patch_size=8,
+            pooling_kernel_size=2,
+            position_embedding_size=64,
+        ),
+        audio_config=None,
+        image_token_id=IMAGE_TOKEN,
+        boi_token_id=VISION_START,
+        eoi_token_id=VISION_END,
         video_token_id=VIDEO_TOKEN,
     )
 
@@ -96,10 +204,19 @@ def _gemma4() -> Gemma4Config:
 def _llava() -> LlavaConfig:
     return LlavaConfig(
         text_config=dict(TEXT, model_type="llama"),
-        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64,
-                           num_hidden_layers=2, num_attention_heads=2, image_size=28, patch_size=7,
-                           projection_dim=32),
-        image_token_index=IMAGE_TOKEN, vision_feature_layer=-1, vision_feature_select_strategy="default",
+        vision_config=dict(
+            model_type="clip_vision_model",
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=28,
+            patch_size=7,
+            projection_dim=32,
+        ),
+        image_token_index=IMAGE_TOKEN,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
     )
 
 
@@ -131,21 +248,26 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
     vision = config.vision_config
     if family in QWEN_FAMILIES:
         grid_h, grid_w = 4, 6  # patches
-        patch_dim = 3 * vision.temporal_patch_size * vision.patch_size ** 2
-        pixels = {"pixel_values": torch.randn(grid_h * grid_w, patch_dim),
-                  "image_grid_thw": torch.tensor([[1, grid_h, grid_w]])}
-        return grid_h * grid_w // vision.spatial_merge_size ** 2, pixels
+        patch_dim = 3 * vision.temporal_patch_size * vision.patch_size**2
+        pixels = {
+            "pixel_values": torch.randn(grid_h * grid_w, patch_dim),
+            "image_grid_thw": torch.tensor([[1, grid_h, grid_w]]),
+        }
+        return grid_h * grid_w // vision.spatial_merge_size**2, pixels
     if family == "gemma3":
         return config.mm_tokens_per_image, {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
     if family == "llava":
-        return (vision.image_size // vision.patch_size) ** 2, \
-            {"pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)}
-    if family == "gemma4":                 # 4 x 6 patches of 8 px, pooled 2 x 2: a 2 x 3 token grid, row-major
+        return (vision.image_size // vision.patch_size) ** 2, {
+            "pixel_values": torch.randn(1, 3, vision.image_size, vision.image_size)
+        }
+    if family == "gemma4":  # 4 x 6 patches of 8 px, pooled 2 x 2: a 2 x 3 token grid, row-major
         rows, cols = 4, 6
         positions = torch.stack(torch.meshgrid(torch.arange(cols), torch.arange(rows), indexing="xy"), -1)
-        patch_dim = 3 * vision.patch_size ** 2
-        return rows * cols // vision.pooling_kernel_size ** 2, \
-            {"pixel_values": torch.randn(1, rows * cols, patch_dim), "image_position_ids": positions.reshape(1, -1, 2)}
+        patch_dim = 3 * vision.patch_size**2
+        return rows * cols // vision.pooling_kernel_size**2, {
+            "pixel_values": torch.randn(1, rows * cols, patch_dim),
+            "image_position_ids": positions.reshape(1, -1, 2),
+        }
     if family == "internvl":
         return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
     raise ValueError(f"no tiny inputs for {family!r}")

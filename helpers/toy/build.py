@@ -10,26 +10,36 @@
 - config: `Qwen3VLConfig`, 8 text layers x 16 query heads (4 key/value heads, head_dim 32), a 4-block
   vision tower of width 64 (its patch merger sees a whole panel's 4x4 patches) with one deepstack layer.
 """
+
 from __future__ import annotations
 
 import json
 
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
-from transformers import (Qwen2Tokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor,
-                          Qwen3VLVideoProcessor)
+from transformers import Qwen2Tokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
-from helpers.stimuli import KINDS, SyntheticCorpus, build_items
+from helpers.stimuli import SyntheticCorpus
+from helpers.toy.tasks import KINDS, build_items
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                  "<|image_pad|>", "<|video_pad|>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
 # Qwen's pre-tokenizer split: contractions, letter runs with one leading non-letter, single digits,
 # punctuation runs, newlines, spaces.
-QWEN_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-                    r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
-BPE_VOCAB_SIZE = 400          # bytes (256) + merges; most task words end up as one or two tokens
+QWEN_SPLIT_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+BPE_VOCAB_SIZE = 400  # bytes (256) + merges; most task words end up as one or two tokens
 PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 4, 2
-MIN_PIXELS, MAX_PIXELS = 64 * 64, 512 * 512   # one to 64 image tokens; our stimuli are 64-192 px
+MIN_PIXELS, MAX_PIXELS = 64 * 64, 512 * 512  # one to 64 image tokens; our stimuli are 64-192 px
 
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -59,20 +69,32 @@ def task_texts(n_per_kind: int = 40, seed: int = 12345) -> list[str]:
 def build_tokenizer() -> Qwen2Tokenizer:
     bpe = Tokenizer(BPE(unk_token=None, continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
     bpe.normalizer = normalizers.NFC()
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB_SIZE, min_frequency=2, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>"])
+    trainer = trainers.BpeTrainer(
+        vocab_size=BPE_VOCAB_SIZE,
+        min_frequency=2,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"],
+    )
     bpe.train_from_iterator(task_texts(), trainer=trainer)
-    trained = json.loads(bpe.to_str())["model"]       # {"vocab": {token: id}, "merges": [[a, b], ...]}
+    trained = json.loads(bpe.to_str())["model"]  # {"vocab": {token: id}, "merges": [[a, b], ...]}
     merges = [tuple(pair) for pair in trained["merges"]]
-    tokenizer = Qwen2Tokenizer(vocab=trained["vocab"], merges=merges, unk_token="<|endoftext|>",
-                               eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                               extra_special_tokens=SPECIAL_TOKENS[1:], padding_side="left")
+    tokenizer = Qwen2Tokenizer(
+        vocab=trained["vocab"],
+        merges=merges,
+        unk_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        extra_special_tokens=SPECIAL_TOKENS[1:],
+        padding_side="left",
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
@@ -80,13 +102,23 @@ def build_tokenizer() -> Qwen2Tokenizer:
 def build_processor() -> Qwen3VLProcessor:
     tokenizer = build_tokenizer()
     size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}
-    image_processor = Qwen2VLImageProcessor(size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE,
-                                            temporal_patch_size=TEMPORAL_PATCH,
-                                            image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
-    video_processor = Qwen3VLVideoProcessor(size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE,
-                                            temporal_patch_size=TEMPORAL_PATCH)
-    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                            video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    image_processor = Qwen2VLImageProcessor(
+        size=size,
+        patch_size=PATCH_SIZE,
+        merge_size=MERGE_SIZE,
+        temporal_patch_size=TEMPORAL_PATCH,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    video_processor = Qwen3VLVideoProcessor(
+        size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH
+    )
+    return Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
 
 
 def build_config(tokenizer) -> Qwen3VLConfig:
@@ -97,24 +129,47 @@ def build_config(tokenizer) -> Qwen3VLConfig:
     # own words (the image-word loss in train.py), not from rotary distances, which a slow theta blurs.
     head_dim = 32
     text_config = dict(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=8,
-        num_attention_heads=16, num_key_value_heads=4, head_dim=head_dim, max_position_embeddings=1024,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0,
-                         "mrope_section": [8, 4, 4], "mrope_interleaved": True},   # sums to head_dim / 2
-        pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=True,
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=head_dim,
+        max_position_embeddings=1024,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10_000.0,
+            "mrope_section": [8, 4, 4],
+            "mrope_interleaved": True,
+        },  # sums to head_dim / 2
+        pad_token_id=ids["<|endoftext|>"],
+        tie_word_embeddings=True,
     )
     # Merge 4 (one token per panel) rather than Qwen's 2 (four tokens per panel): with one token holding a
     # whole object, its colour, shape and place sit in one vector, and "which panel shows X" is a lookup
     # over 6 tokens, not 24 partial ones. The merger's width is hidden x merge^2, so the tower is 64 wide
     # and keeps one deepstack layer (three mergers at width 128 would be 13 M parameters).
     vision_config = dict(
-        depth=4, hidden_size=64, intermediate_size=256, num_heads=4, patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH, out_hidden_size=128,
-        num_position_embeddings=256, deepstack_visual_indexes=[2],
+        depth=4,
+        hidden_size=64,
+        intermediate_size=256,
+        num_heads=4,
+        patch_size=PATCH_SIZE,
+        spatial_merge_size=MERGE_SIZE,
+        temporal_patch_size=TEMPORAL_PATCH,
+        out_hidden_size=128,
+        num_position_embeddings=256,
+        deepstack_visual_indexes=[2],
     )
     return Qwen3VLConfig(
-        text_config=text_config, vision_config=vision_config, image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True,
-        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+        text_config=text_config,
+        vision_config=vision_config,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
     )

@@ -8,6 +8,7 @@
 - prompt shift: exact-match accuracy with words put before the prompt; a collapse means the answer
   depends on the prompt's fixed distance from the image (rotary positions), not on the panel's content.
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,10 +17,11 @@ from dataclasses import replace
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from helpers.inputs import build_batch
+from helpers.engine.inputs import build_batch
 from helpers.paths import TOY_MODEL
-from helpers.stimuli import SyntheticCorpus, build_items
+from helpers.stimuli import SyntheticCorpus
 from helpers.toy.evaluate import answer_exact_match
+from helpers.toy.tasks import build_items
 
 PREFIXES = ("", "Look. ", "Look at the image. ", "Look at the image now, please. ")
 
@@ -29,7 +31,7 @@ def image_token_states(model, processor, items) -> list[torch.Tensor]:
     inputs = build_batch(processor, items).inputs
     with torch.no_grad():
         hidden = model(**inputs, output_hidden_states=True).hidden_states
-    image = inputs["input_ids"] == processor.image_token_id                 # [n, T]
+    image = inputs["input_ids"] == processor.image_token_id  # [n, T]
     return [h[image].reshape(len(items), -1, h.shape[-1]) for h in hidden]
 
 
@@ -52,24 +54,34 @@ def place_probe_accuracy(train: torch.Tensor, test: torch.Tensor, steps: int = 3
 
 
 def strips(seed: int, n: int) -> list:
-    return [item for corpus in ("cm", "co") for item in build_items("strip_ord", SyntheticCorpus(corpus), n // 2, seed)]
+    return [
+        item for corpus in ("cm", "co") for item in build_items("strip_ord", SyntheticCorpus(corpus), n // 2, seed)
+    ]
 
 
 def main():
     source = sys.argv[1] if len(sys.argv) > 1 else TOY_MODEL
     torch.set_num_threads(1)
-    torch.manual_seed(0)                                                   # the probes start from a fixed draw
+    torch.manual_seed(0)  # the probes start from a fixed draw
     model = AutoModelForImageTextToText.from_pretrained(source).eval()
     processor = AutoProcessor.from_pretrained(source)
-    train, test = image_token_states(model, processor, strips(1, 120)), image_token_states(model, processor, strips(2, 120))
+    train, test = (
+        image_token_states(model, processor, strips(1, 120)),
+        image_token_states(model, processor, strips(2, 120)),
+    )
     for layer in range(len(train)):
         print(f"place probe, layer {layer}: {place_probe_accuracy(train[layer], test[layer]):.3f}")
     for kind in ("strip_describe", "strip_ord", "strip_ref"):
         items = build_items(kind, SyntheticCorpus("cm"), 60, 4242)
         for prefix in PREFIXES:
-            shifted = [replace(item, prompt=prefix + item.prompt,
-                               query_span=(item.query_span[0] + len(prefix), item.query_span[1] + len(prefix)))
-                       for item in items]
+            shifted = [
+                replace(
+                    item,
+                    prompt=prefix + item.prompt,
+                    query_span=(item.query_span[0] + len(prefix), item.query_span[1] + len(prefix)),
+                )
+                for item in items
+            ]
             with torch.no_grad():
                 accuracy = answer_exact_match(model, processor, shifted).float().mean().item()
             print(f"{kind}, prefix {prefix!r}: exact {accuracy:.3f}")

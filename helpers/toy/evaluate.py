@@ -5,17 +5,19 @@ answer position and at the end-of-turn position is the expected token). MCQ arms
 renormalised over A-D: accuracy (argmax = correct) for the answerable arms, mean P(correct) for the
 mismatched and blank arms, which should sit at chance (0.25).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
-from helpers.inputs import build_batch
-from helpers.mcq import letter_probs, prob_correct
-from helpers.stimuli import Item, SyntheticCorpus, build_items
+from helpers.engine.inputs import build_batch
+from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.stimuli import Item, SyntheticCorpus
+from helpers.toy.tasks import build_items
 
-EVAL_SEED = 777               # training draws its items from seeds >= 10_000
+EVAL_SEED = 777  # training draws its items from seeds >= 10_000
 # kind -> (metric, lower bound, upper bound)
 THRESHOLDS = {
     "strip_ord": ("accuracy", 0.95, 1.0),
@@ -33,10 +35,10 @@ THRESHOLDS = {
 def answer_exact_match(model, processor, items: Sequence[Item]) -> torch.Tensor:
     """[B] bool: greedy decoding would produce exactly item.answer followed by the end-of-turn token."""
     batch = build_batch(processor, items, answers=[item.answer for item in items])
-    logits = model(**batch.inputs).logits                                   # [B, T, V]
-    predicted = logits[:, :-1].argmax(dim=-1)                               # [B, T-1], predicts token t+1
+    logits = model(**batch.inputs).logits  # [B, T, V]
+    predicted = logits[:, :-1].argmax(dim=-1)  # [B, T-1], predicts token t+1
     target = batch.inputs["input_ids"][:, 1:]
-    scored = (batch.answer_mask | batch.end_mask)[:, 1:]                    # [B, T-1]
+    scored = (batch.answer_mask | batch.end_mask)[:, 1:]  # [B, T-1]
     return ((predicted == target) | ~scored).all(dim=1)
 
 
@@ -44,7 +46,7 @@ def score_items(model, processor, kind: str, items: Sequence[Item]) -> float:
     metric = THRESHOLDS[kind][0]
     if kind.startswith("strip"):
         return answer_exact_match(model, processor, items).float().mean().item()
-    probs = letter_probs(model, processor, items)                           # [B, 4]
+    probs = letter_probs(model, processor, items)  # [B, 4]
     if metric == "accuracy":
         correct = torch.tensor([item.correct for item in items])
         return (probs.argmax(dim=1) == correct).float().mean().item()
@@ -59,12 +61,20 @@ def evaluate(model, processor, n_per_kind: int = 200, seed: int = EVAL_SEED, bat
         per_corpus = {}
         for corpus_name in ("cm", "co"):
             items = build_items(kind, SyntheticCorpus(corpus_name), n_per_kind // 2, seed)
-            values = [score_items(model, processor, kind, items[i:i + batch_size])
-                      for i in range(0, len(items), batch_size)]
-            sizes = [len(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
+            values = [
+                score_items(model, processor, kind, items[i : i + batch_size])
+                for i in range(0, len(items), batch_size)
+            ]
+            sizes = [len(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
             per_corpus[corpus_name] = sum(v * s for v, s in zip(values, sizes)) / sum(sizes)
         value = (per_corpus["cm"] + per_corpus["co"]) / 2
-        results[kind] = {"metric": metric, "value": round(value, 4), "n": 2 * (n_per_kind // 2),
-                         "cm": round(per_corpus["cm"], 4), "co": round(per_corpus["co"], 4),
-                         "bounds": [low, high], "passes": low <= value <= high}
+        results[kind] = {
+            "metric": metric,
+            "value": round(value, 4),
+            "n": 2 * (n_per_kind // 2),
+            "cm": round(per_corpus["cm"], 4),
+            "co": round(per_corpus["co"], 4),
+            "bounds": [low, high],
+            "passes": low <= value <= high,
+        }
     return results

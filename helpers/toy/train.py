@@ -28,6 +28,7 @@ output head (image_word_loss), and each mention of a shown object in the text mu
 the hidden state after PLACE_LAYER layers (place_word_loss). What did not work is recorded in the README
 (toy model section).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,11 +42,12 @@ import numpy as np
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen3VLForConditionalGeneration
 
-from helpers.inputs import overlap_mask, render_prompt
+from helpers.engine.inputs import overlap_mask, render_prompt
 from helpers.paths import HELPERS, TOY_MODEL
-from helpers.stimuli import RETARGETABLE, Item, SyntheticCorpus, build_items, retarget
+from helpers.stimuli import Item, SyntheticCorpus
 from helpers.toy.build import build_config, build_processor
 from helpers.toy.evaluate import evaluate
+from helpers.toy.tasks import RETARGETABLE, build_items, retarget
 
 TOY_DIR = HELPERS / "toy"
 LOG_CSV = TOY_DIR / "training_log.csv"
@@ -60,15 +62,53 @@ TRAIN_SEED_BASE = 10_000
 # shares adapt to the loss each kind has left (adapted_mixture). Single-image kinds are about a quarter
 # of a strip or grid conversation's tokens, so they get large shares.
 STAGES = [
-    (0.12, {"single_name": 0.35, "strip_describe": 0.15, "grid_describe": 0.1, "strip_locate": 0.05,
-            "single_matched": 0.1, "text": 0.1, "option_recall": 0.15}),
-    (0.35, {"single_name": 0.08, "strip_describe": 0.1, "strip_locate": 0.1, "strip_ord": 0.1,
-            "strip_ref": 0.1, "grid_describe": 0.05, "grid_locate": 0.08, "grid": 0.08, "single_matched": 0.12,
-            "text": 0.1, "option_recall": 0.09}),
-    (1.00, {"strip_describe": 0.05, "strip_locate": 0.06, "strip_ord": 0.08, "strip_ref": 0.08,
-            "single_name": 0.04, "grid_describe": 0.03, "grid_locate": 0.05, "grid": 0.10, "grid_oracle": 0.04,
-            "grid_blank": 0.03, "single_matched": 0.18, "single_mismatched": 0.05, "text": 0.13,
-            "option_recall": 0.08}),
+    (
+        0.12,
+        {
+            "single_name": 0.35,
+            "strip_describe": 0.15,
+            "grid_describe": 0.1,
+            "strip_locate": 0.05,
+            "single_matched": 0.1,
+            "text": 0.1,
+            "option_recall": 0.15,
+        },
+    ),
+    (
+        0.35,
+        {
+            "single_name": 0.08,
+            "strip_describe": 0.1,
+            "strip_locate": 0.1,
+            "strip_ord": 0.1,
+            "strip_ref": 0.1,
+            "grid_describe": 0.05,
+            "grid_locate": 0.08,
+            "grid": 0.08,
+            "single_matched": 0.12,
+            "text": 0.1,
+            "option_recall": 0.09,
+        },
+    ),
+    (
+        1.00,
+        {
+            "strip_describe": 0.05,
+            "strip_locate": 0.06,
+            "strip_ord": 0.08,
+            "strip_ref": 0.08,
+            "single_name": 0.04,
+            "grid_describe": 0.03,
+            "grid_locate": 0.05,
+            "grid": 0.10,
+            "grid_oracle": 0.04,
+            "grid_blank": 0.03,
+            "single_matched": 0.18,
+            "single_mismatched": 0.05,
+            "text": 0.13,
+            "option_recall": 0.08,
+        },
+    ),
 ]
 
 
@@ -76,6 +116,7 @@ STAGES = [
 class Opening:
     """A phase before the STAGES: `mixture` at `batch_scale` x the batch size until the running answer
     loss per turn of `gate` is below `learned_loss`, or until the run's progress reaches `max_progress`."""
+
     name: str
     mixture: dict
     gate: str
@@ -94,10 +135,16 @@ class Opening:
 #   at the stages' shares (about 14 such items a step) it was still 0.89 after 600 steps.
 OPENINGS = (
     Opening("lookup", {"text": 1.0}, gate="text", learned_loss=0.1, max_progress=0.3),
-    Opening("seeing", {"single_name": 0.5, "strip_describe": 0.2, "grid_describe": 0.2, "text": 0.1},
-            gate="strip_describe", learned_loss=0.3, max_progress=0.45, batch_scale=2),
+    Opening(
+        "seeing",
+        {"single_name": 0.5, "strip_describe": 0.2, "grid_describe": 0.2, "text": 0.1},
+        gate="strip_describe",
+        learned_loss=0.3,
+        max_progress=0.45,
+        batch_scale=2,
+    ),
 )
-PROMPT_LOSS_WEIGHT = 0.3       # next-token loss on the prompt text, beside the answer loss
+PROMPT_LOSS_WEIGHT = 0.3  # next-token loss on the prompt text, beside the answer loss
 # Each image token, as the vision tower hands it to the language model, is read through the final norm
 # and the tied output head and must name its region's class words and its place (the panel's digit or
 # the cell's letter): the words the questions use. Then "what is in panel 3" and "which cell shows the
@@ -115,10 +162,10 @@ PLACE_LAYER = 4
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
 LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 2}
-ADAPT_RANGE = 4.0              # a kind's share moves between 1/4 and 4 x its stage share
-PEAK_HOLD = 0.2               # share of the progress at the peak learning rate before the cosine decay
-LOSS_MEMORY = 0.9              # running per-kind loss: memory x old + (1 - memory) x this step's
-QK_NORM_GAIN = 2.0             # initial query / key RMSNorm gains (see initialise)
+ADAPT_RANGE = 4.0  # a kind's share moves between 1/4 and 4 x its stage share
+PEAK_HOLD = 0.2  # share of the progress at the peak learning rate before the cosine decay
+LOSS_MEMORY = 0.9  # running per-kind loss: memory x old + (1 - memory) x this step's
+QK_NORM_GAIN = 2.0  # initial query / key RMSNorm gains (see initialise)
 # The vision tower's position table: drawn at this std (see initialise) and then frozen. Trained, it was
 # washed out: a linear probe told a strip token's panel from the language model's input 1.00 at
 # initialisation and 0.21 after a full run (chance 0.17), leaving "which panel shows X" no place to read.
@@ -146,7 +193,9 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
         for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
             for item in build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
                 follow_ups = rng.integers(len(item.boxes), size=len(item.boxes) - 1)
-                conversations.append([item] + ([retarget(item, int(i)) for i in follow_ups] if kind in RETARGETABLE else []))
+                conversations.append(
+                    [item] + ([retarget(item, int(i)) for i in follow_ups] if kind in RETARGETABLE else [])
+                )
     return conversations
 
 
@@ -165,7 +214,9 @@ def place_word_spans(turns: list[Item], text: str) -> list[tuple[int, int]]:
     return mentions
 
 
-def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
+def conversation_batch(
+    processor, conversations: list[list[Item]]
+) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One left-padded batch of multi-turn chats (the image in the first user turn). Returns the model
     inputs, the [B, T] answer weights (each turn's answer tokens and end-of-turn token share a weight of
     1, so every question counts the same whatever its answer's length; 0 elsewhere), the [B, T]
@@ -178,24 +229,34 @@ def conversation_batch(processor, conversations: list[list[Item]]) -> tuple[dict
     for turns in conversations:
         text, spans = "", []
         for i, item in enumerate(turns):
-            text += render_prompt(processor, item) if i == 0 else processor.apply_chat_template(
-                [{"role": "user", "content": item.prompt}], tokenize=False, add_generation_prompt=True)
+            text += (
+                render_prompt(processor, item)
+                if i == 0
+                else processor.apply_chat_template(
+                    [{"role": "user", "content": item.prompt}], tokenize=False, add_generation_prompt=True
+                )
+            )
             spans.append((len(text), len(text) + len(item.answer) + len(tokenizer.eos_token)))
             text += item.answer + tokenizer.eos_token + "\n"
         texts.append(text)
         answer_spans.append(spans)
         mentions.append(place_word_spans(turns, text))
-    encoded = processor(text=texts, images=[turns[0].image for turns in conversations], padding=True,
-                        return_offsets_mapping=True, return_tensors="pt")
-    offsets = encoded.pop("offset_mapping")                                 # [B, T, 2], expanded text
-    merge_area = processor.image_processor.merge_size ** 2
+    encoded = processor(
+        text=texts,
+        images=[turns[0].image for turns in conversations],
+        padding=True,
+        return_offsets_mapping=True,
+        return_tensors="pt",
+    )
+    offsets = encoded.pop("offset_mapping")  # [B, T, 2], expanded text
+    merge_area = processor.image_processor.merge_size**2
     shifts = ((encoded["image_grid_thw"].prod(dim=1) // merge_area - 1) * len(processor.image_token)).tolist()
-    answer_weight = torch.zeros(encoded["input_ids"].shape)                 # [B, T]
+    answer_weight = torch.zeros(encoded["input_ids"].shape)  # [B, T]
     for row, spans in enumerate(answer_spans):
         for start, end in spans:
             turn = overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
             answer_weight[row, turn] = 1.0 / int(turn.sum())
-    place_target = torch.full(encoded["input_ids"].shape, -100)            # [B, T]
+    place_target = torch.full(encoded["input_ids"].shape, -100)  # [B, T]
     for row, (turns, row_mentions) in enumerate(zip(conversations, mentions)):
         places = [region.removeprefix("panel ") for region in turns[0].boxes]
         for end, region in row_mentions:
@@ -225,11 +286,13 @@ def image_word_loss(model, image_tokens: torch.Tensor, targets: list[list[int]])
     token (`image_tokens` [N, hidden], the vision tower's merged output) through the language model's
     final norm and tied output head."""
     if image_tokens.shape[0] != len(targets):
-        raise ValueError(f"{image_tokens.shape[0]} image tokens but {len(targets)} regions: one token per region expected")
-    log_probs = model.lm_head(model.model.language_model.norm(image_tokens)).log_softmax(dim=-1)   # [N, V]
+        raise ValueError(
+            f"{image_tokens.shape[0]} image tokens but {len(targets)} regions: one token per region expected"
+        )
+    log_probs = model.lm_head(model.model.language_model.norm(image_tokens)).log_softmax(dim=-1)  # [N, V]
     width = max(len(t) for t in targets)
-    ids = torch.tensor([t + [0] * (width - len(t)) for t in targets])                            # [N, K]
-    present = torch.tensor([[1.0] * len(t) + [0.0] * (width - len(t)) for t in targets])         # [N, K]
+    ids = torch.tensor([t + [0] * (width - len(t)) for t in targets])  # [N, K]
+    present = torch.tensor([[1.0] * len(t) + [0.0] * (width - len(t)) for t in targets])  # [N, K]
     picked = log_probs.gather(1, ids) * present
     return -(picked.sum(dim=1) / present.sum(dim=1).clamp(min=1)).sum()
 
@@ -240,7 +303,7 @@ def place_word_loss(model, hidden: torch.Tensor, place_target: torch.Tensor) -> 
     at = place_target >= 0
     if not at.any():
         return hidden.sum() * 0.0
-    logits = model.lm_head(model.model.language_model.norm(hidden[at]))   # [M, V]
+    logits = model.lm_head(model.model.language_model.norm(hidden[at]))  # [M, V]
     return torch.nn.functional.cross_entropy(logits, place_target[at], reduction="sum")
 
 
@@ -270,14 +333,19 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
         for kind, (inputs, answer_weight, prompt, place_target) in batches.items():
             merged.clear()
             output = model(**inputs, output_hidden_states=PLACE_WORD_WEIGHT > 0)
-            logits = output.logits[:, :-1]                                      # [b, T-1, V]
-            token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), inputs["input_ids"][:, 1:],
-                                                           reduction="none")    # [b, T-1]
+            logits = output.logits[:, :-1]  # [b, T-1, V]
+            token_loss = torch.nn.functional.cross_entropy(
+                logits.transpose(1, 2), inputs["input_ids"][:, 1:], reduction="none"
+            )  # [b, T-1]
             answer_sum = (token_loss * answer_weight[:, 1:]).sum()
             word_loss = image_word_loss(model, merged[0], targets[kind])
             place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
-            loss = (answer_sum / n_turns + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
-                    + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens + PLACE_WORD_WEIGHT * place_loss / n_mentions)
+            loss = (
+                answer_sum / n_turns
+                + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
+                + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens
+                + PLACE_WORD_WEIGHT * place_loss / n_mentions
+            )
             loss.backward()
             total += loss.item()
             turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
@@ -299,8 +367,10 @@ def adapted_mixture(mixture: dict, turn_loss: dict) -> dict:
     mean = sum(mixture[kind] * e for kind, e in excess.items()) / max(sum(mixture[kind] for kind in excess), 1e-12)
     if mean <= 0:
         return mixture
-    scale = {kind: min(ADAPT_RANGE, max(1 / ADAPT_RANGE, excess[kind] / mean)) if kind in excess else 1.0
-             for kind in mixture}
+    scale = {
+        kind: min(ADAPT_RANGE, max(1 / ADAPT_RANGE, excess[kind] / mean)) if kind in excess else 1.0
+        for kind in mixture
+    }
     total = sum(mixture[kind] * scale[kind] for kind in mixture)
     return {kind: mixture[kind] * scale[kind] / total for kind in mixture}
 
@@ -343,8 +413,12 @@ def main():
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=24)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--max-minutes", type=float, default=42.0,
-                        help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=42.0,
+        help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
     parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
@@ -356,7 +430,7 @@ def main():
     processor = build_processor()
     model = Qwen3VLForConditionalGeneration(build_config(processor.tokenizer))
     initialise(model)
-    model.model.visual.pos_embed.weight.requires_grad_(False)   # see POSITION_TABLE_STD
+    model.model.visual.pos_embed.weight.requires_grad_(False)  # see POSITION_TABLE_STD
     print(f"params: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M", flush=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
 
@@ -371,8 +445,10 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
         optimizer.zero_grad()
-        while opening < len(OPENINGS) and (running_loss.get(OPENINGS[opening].gate, math.inf) < OPENINGS[opening].learned_loss
-                                           or progress >= OPENINGS[opening].max_progress):
+        while opening < len(OPENINGS) and (
+            running_loss.get(OPENINGS[opening].gate, math.inf) < OPENINGS[opening].learned_loss
+            or progress >= OPENINGS[opening].max_progress
+        ):
             print(f"opening {OPENINGS[opening].name!r} ended at step {step} ({time.time() - start:.0f} s)", flush=True)
             opening, opening_end = opening + 1, progress
         if opening < len(OPENINGS):
@@ -384,12 +460,17 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
-            running_loss[kind] = value if kind not in running_loss else (
-                LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
-        row = {"step": step + 1, "opening": OPENINGS[opening].name if opening < len(OPENINGS) else "", "loss": round(loss, 5),
-               "lr": optimizer.param_groups[0]["lr"],
-               "elapsed_s": round(time.time() - start, 1),
-               **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())}}
+            running_loss[kind] = (
+                value if kind not in running_loss else (LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
+            )
+        row = {
+            "step": step + 1,
+            "opening": OPENINGS[opening].name if opening < len(OPENINGS) else "",
+            "loss": round(loss, 5),
+            "lr": optimizer.param_groups[0]["lr"],
+            "elapsed_s": round(time.time() - start, 1),
+            **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())},
+        }
         if (step + 1) % args.eval_every == 0:
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
@@ -408,8 +489,13 @@ def main():
     save_model(model, processor)
     shipped = AutoModelForImageTextToText.from_pretrained(TOY_MODEL)
     results = evaluate(shipped, AutoProcessor.from_pretrained(TOY_MODEL), n_per_kind=args.n_eval)
-    summary = {"steps": len(log_rows), "batch_size": args.batch_size, "lr": args.lr,
-               "train_seconds": round(time.time() - start, 1), "results": results}
+    summary = {
+        "steps": len(log_rows),
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "train_seconds": round(time.time() - start, 1),
+        "results": results,
+    }
     ACCURACY_JSON.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2), flush=True)
 

@@ -1,11 +1,16 @@
 """Figures of notebook 05 (controls): generic-damage sets, NCS against head-set size, and a set's image
 attention against its CERS."""
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-DAMAGE_COLUMNS = {"matched drop": "#1f77b4", "mismatched drop": "#aec7e8", "NCS": "#d62728",
-                  "text-arm drop (text hidden)": "#7f7f7f"}
+DAMAGE_COLUMNS = {
+    "matched drop": "#1f77b4",
+    "mismatched drop": "#aec7e8",
+    "NCS": "#d62728",
+    "text-arm drop (text hidden)": "#7f7f7f",
+}
 
 
 def plot_generic_damage(table: pd.DataFrame, setting: str) -> plt.Figure:
@@ -19,8 +24,11 @@ def plot_generic_damage(table: pd.DataFrame, setting: str) -> plt.Figure:
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, [f"{name}\n({n} heads)" for name, n in zip(table["head-set"], table["heads"])], fontsize=8)
     ax.set_ylabel("drop in P(correct)")
-    ax.set_title(f"Generic-damage sets against the discovered {setting} set: image hidden (drops, NCS), "
-                 f"prompt text hidden (text arm)", fontsize=9)
+    ax.set_title(
+        f"Generic-damage sets against the discovered {setting} set: image hidden (drops, NCS), "
+        f"prompt text hidden (text arm)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
@@ -31,12 +39,31 @@ def plot_ncs_vs_k(table: pd.DataFrame) -> plt.Figure:
     (mean +- SD) against k, one line per setting. table: columns setting, k, S, S low, S high,
     random mean, random sd."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    styles = (("#d62728", "-", "o", 7), ("#1f77b4", "--", "s", 4), ("#2ca02c", ":", "^", 4))   # overlapping lines stay visible
+    styles = (
+        ("#d62728", "-", "o", 7),
+        ("#1f77b4", "--", "s", 4),
+        ("#2ca02c", ":", "^", 4),
+    )  # overlapping lines stay visible
     for (setting, rows), (colour, line, marker, size) in zip(table.groupby("setting", sort=False), styles):
-        ax.errorbar(rows["k"], rows["S"], yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]], marker=marker,
-                    ms=size, ls=line, color=colour, capsize=2, label=f"{setting}: top-k")
-        ax.fill_between(rows["k"], rows["random mean"] - rows["random sd"], rows["random mean"] + rows["random sd"],
-                        color=colour, alpha=0.15, label=f"{setting}: layer-matched random ± SD")
+        ax.errorbar(
+            rows["k"],
+            rows["S"],
+            yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]],
+            marker=marker,
+            ms=size,
+            ls=line,
+            color=colour,
+            capsize=2,
+            label=f"{setting}: top-k",
+        )
+        ax.fill_between(
+            rows["k"],
+            rows["random mean"] - rows["random sd"],
+            rows["random mean"] + rows["random sd"],
+            color=colour,
+            alpha=0.15,
+            label=f"{setting}: layer-matched random ± SD",
+        )
     ax.axhline(0, color="black", lw=0.6)
     ax.set(xlabel="k (heads in the set)", ylabel="NCS", title="Necessity against head-set size")
     ax.legend(fontsize=7)
@@ -60,7 +87,7 @@ def plot_mass_vs_cers(points: pd.DataFrame) -> plt.Figure:
         ax.axhline(0, color="black", lw=0.5)
         ax.set_title(setting, fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in axes.flat[len(settings):]:
+    for ax in axes.flat[len(settings) :]:
         ax.axis("off")
     for ax in axes[-1]:
         ax.set_xlabel("mean image-attention mass", fontsize=7)

@@ -48,6 +48,7 @@ layers and the clean attention of its own layer). Guards: heads or layers out of
 groups or rows for a batch row that carries heads, a missing float mask, or an intervened layer
 that never ran raise ``ValueError``/``RuntimeError`` instead of doing nothing.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -69,6 +70,7 @@ Rows = torch.Tensor | str
 @dataclass
 class Read:
     """What to read: attention mass from ``rows`` [B, T] (or "all") to each key group [B, T]."""
+
     rows: Rows
     groups: dict[str, torch.Tensor]
     per_row: bool = False
@@ -80,6 +82,7 @@ class Intervention:
 
     ``bias``: a float (every batch row), a [B] tensor (one per batch row, e.g. a beta sweep), or HIDE.
     """
+
     heads: torch.Tensor
     keys: torch.Tensor
     bias: float | torch.Tensor
@@ -89,9 +92,10 @@ class Intervention:
 @dataclass
 class Recording:
     """What a probe saw; filled while the context is open, summarised when it closes."""
+
     group_names: list[str]
-    mass: torch.Tensor | None = None           # [B, L, H, G]
-    mass_per_row: torch.Tensor | None = None   # [B, L, H, R, G]
+    mass: torch.Tensor | None = None  # [B, L, H, G]
+    mass_per_row: torch.Tensor | None = None  # [B, L, H, R, G]
     row_positions: torch.Tensor | None = None  # [B, R]
 
 
@@ -105,33 +109,39 @@ class _State:
     recording: Recording
     batch: int
     past_length: int = 0
-    layer_calls: list = field(default_factory=list)        # [L] forwards seen per layer
-    read_sum: dict = field(default_factory=dict)           # layer -> [B, H, G]
-    read_count: dict = field(default_factory=dict)         # layer -> [B]
-    read_rows: dict = field(default_factory=dict)          # layer -> list of ([B, H, r, G], [r], [B, r])
-    rows_hit: torch.Tensor | None = None                   # [B] bool: intervention reached the batch row
-    shared_layers: int = 0                                 # candidate layers run once at batch 1 (run_head_sets)
+    layer_calls: list = field(default_factory=list)  # [L] forwards seen per layer
+    read_sum: dict = field(default_factory=dict)  # layer -> [B, H, G]
+    read_count: dict = field(default_factory=dict)  # layer -> [B]
+    read_rows: dict = field(default_factory=dict)  # layer -> list of ([B, H, r, G], [r], [B, r])
+    rows_hit: torch.Tensor | None = None  # [B] bool: intervention reached the batch row
+    shared_layers: int = 0  # candidate layers run once at batch 1 (run_head_sets)
 
 
-_ACTIVE: _State | None = None
+_ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
 
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
     if _is_plain_causal(attention_mask):  # sdpa's causal kernel skips the masked half: as fast as plain sdpa
         output, _ = sdpa_attention_forward(
-            module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True))
+            module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True)
+        )
     else:
         output, _ = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )  # [B, q, H, D]
-    state = _ACTIVE
-    if state is None or module not in state.layer_of:
-        return output, None
+    for state in _ACTIVE:
+        if module in state.layer_of:
+            _apply(state, module, output, query, key, value, attention_mask, scaling)
+    return output, None
+
+
+def _apply(state: _State, module, output, query, key, value, attention_mask, scaling) -> None:
+    """One probe's read and intervention at one attention call (output [B, q, H, D] is changed in place)."""
     layer = state.layer_of[module]
     if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
         state.layer_calls[layer] += 1
-        return output, None
+        return
     if attention_mask is None or attention_mask.dtype == torch.bool:
         raise RuntimeError(
             f"candidate layer {layer} got attention_mask={None if attention_mask is None else attention_mask.dtype}; "
@@ -144,8 +154,8 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
     k_len = key.shape[2]
     if batch != state.batch:
         raise ValueError(f"the probe's tensors have batch size {state.batch}, the forward has batch size {batch}")
-    query_pos = state.past_length + torch.arange(q_len, device=query.device)                 # [q]
-    key_pos = state.past_length + q_len - k_len + torch.arange(k_len, device=query.device)   # [k]
+    query_pos = state.past_length + torch.arange(q_len, device=query.device)  # [q]
+    key_pos = state.past_length + q_len - k_len + torch.arange(k_len, device=query.device)  # [k]
     mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
     groups_of_kv = n_heads // key.shape[1]
     state.layer_calls[layer] += 1
@@ -153,7 +163,6 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
         _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos)
     if state.intervene is not None:
         _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos)
-    return output, None
 
 
 def _is_plain_causal(attention_mask) -> bool:
@@ -161,9 +170,9 @@ def _is_plain_causal(attention_mask) -> bool:
     if attention_mask is None or attention_mask.dtype == torch.bool:
         return False
     size = attention_mask.shape[-1]
-    if size < 2 or attention_mask.shape[-2] != size:                    # decode steps, cached prefill
+    if size < 2 or attention_mask.shape[-2] != size:  # decode steps, cached prefill
         return False
-    allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()   # [T, T]
+    allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()  # [T, T]
     return bool(((attention_mask == 0) == allowed).all())
 
 
@@ -183,23 +192,23 @@ def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tenso
 
 def _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos):
     batch, n_heads, _, head_dim = query.shape
-    rows = _select(state.read.rows, query_pos, batch)                       # [B, q]
-    row_index = rows.any(0).nonzero().flatten()                             # [r] rows any batch row reads
+    rows = _select(state.read.rows, query_pos, batch)  # [B, q]
+    row_index = rows.any(0).nonzero().flatten()  # [r] rows any batch row reads
     if row_index.numel() == 0:
         return
     groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
-    groups = groups.float()[:, None]                                        # [B, 1, k, G]
+    groups = groups.float()[:, None]  # [B, 1, k, G]
     n_kv, k_len = key.shape[1], key.shape[2]
-    keys_t = key.float().transpose(-1, -2)[:, :, None]                      # [B, Hkv, 1, D, k]
+    keys_t = key.float().transpose(-1, -2)[:, :, None]  # [B, Hkv, 1, D, k]
     chunk = max(1, READ_CHUNK_ELEMENTS // (batch * n_heads * k_len))
     for start in range(0, row_index.numel(), chunk):
-        index = row_index[start:start + chunk]                              # [r]
+        index = row_index[start : start + chunk]  # [r]
         q_rows = query[:, :, index].float().view(batch, n_kv, groups_of_kv, index.numel(), head_dim)
-        scores = (q_rows @ keys_t).view(batch, n_heads, index.numel(), k_len)   # [B, H, r, k]
+        scores = (q_rows @ keys_t).view(batch, n_heads, index.numel(), k_len)  # [B, H, r, k]
         scores = scores * scaling + mask[:, :, index].float()
-        mass = scores.softmax(-1) @ groups                                  # [B, H, r, G]
-        weight = rows[:, index]                                             # [B, r]
-        summed = (mass * weight[:, None, :, None]).sum(2)                   # [B, H, G]
+        mass = scores.softmax(-1) @ groups  # [B, H, r, G]
+        weight = rows[:, index]  # [B, r]
+        summed = (mass * weight[:, None, :, None]).sum(2)  # [B, H, G]
         state.read_sum[layer] = state.read_sum.get(layer, 0) + summed
         state.read_count[layer] = state.read_count.get(layer, 0) + weight.sum(1)
         if state.read.per_row:
@@ -209,27 +218,27 @@ def _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_
 def _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos):
     spec = state.intervene
     batch = query.shape[0]
-    pairs = spec.heads[:, layer].to(query.device).nonzero()                  # [N, 2] (batch row, head)
+    pairs = spec.heads[:, layer].to(query.device).nonzero()  # [N, 2] (batch row, head)
     if pairs.numel() == 0:
         return
-    rows = _select(spec.rows, query_pos, batch)                              # [B, q]
-    gate = rows[pairs[:, 0]]                                                 # [N, q]
-    row_index = gate.any(0).nonzero().flatten()                              # [r]
+    rows = _select(spec.rows, query_pos, batch)  # [B, q]
+    gate = rows[pairs[:, 0]]  # [N, q]
+    row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
         return
     b, h = pairs[:, 0], pairs[:, 1]
     state.rows_hit[b[gate.any(1)].cpu()] = True
-    keys = _select(spec.keys, key_pos, batch)[b]                             # [N, k]
-    bias = spec.bias_per_row.to(query.device)[b]                             # [N]
-    logit_bias = torch.where(keys, bias[:, None], 0.0).to(mask.dtype)        # [N, k]
+    keys = _select(spec.keys, key_pos, batch)[b]  # [N, k]
+    bias = spec.bias_per_row.to(query.device)[b]  # [N]
+    logit_bias = torch.where(keys, bias[:, None], 0.0).to(mask.dtype)  # [N, k]
     lowest = torch.finfo(mask.dtype).min
     biased_mask = (mask[b, h][:, row_index] + logit_bias[:, None]).clamp(min=lowest)  # [N, r, k]
-    q_sel = query[b, h][:, row_index]                                        # [N, r, D]
-    k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]    # [N, k, D]
+    q_sel = query[b, h][:, row_index]  # [N, r, D]
+    k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
     steered = scaled_dot_product_attention(
         q_sel[None], k_sel[None], v_sel[None], attn_mask=biased_mask[None], scale=scaling
-    )[0]                                                                     # [N, r, D]
-    where = (b[:, None], row_index[None, :], h[:, None])                     # output is [B, q, H, D]
+    )[0]  # [N, r, D]
+    where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
     output[where] = torch.where(gate[:, row_index, None], steered.to(output.dtype), output[where])
 
 
@@ -240,8 +249,10 @@ def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) 
             raise ValueError(f"{name}={selection!r}: use a [batch, positions] bool tensor or 'all'")
         return
     if not isinstance(selection, torch.Tensor) or selection.dtype != torch.bool or selection.ndim != 2:
-        raise ValueError(f"{name} must be a bool tensor [batch, positions] (got {type(selection).__name__} "
-                         f"{getattr(selection, 'dtype', '')} {tuple(getattr(selection, 'shape', ()))})")
+        raise ValueError(
+            f"{name} must be a bool tensor [batch, positions] (got {type(selection).__name__} "
+            f"{getattr(selection, 'dtype', '')} {tuple(getattr(selection, 'shape', ()))})"
+        )
     if selection.shape[0] != batch:
         raise ValueError(f"{name} has batch size {selection.shape[0]}, expected {batch}")
     empty = (~selection.any(1) & need_rows.to(selection.device)).nonzero().flatten().tolist()
@@ -253,13 +264,17 @@ def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> to
     """Validate ``spec``, attach its per-row bias [B]; return which batch rows carry heads [B]."""
     heads = spec.heads
     if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
-        raise ValueError("Intervention.heads must be a bool tensor [batch, layers, heads]; "
-                         "build one with heads_to_mask or stack_head_sets")
+        raise ValueError(
+            "Intervention.heads must be a bool tensor [batch, layers, heads]; "
+            "build one with heads_to_mask or stack_head_sets"
+        )
     if tuple(heads.shape[1:]) != (n_layers, n_heads):
-        raise ValueError(f"Intervention.heads has shape {tuple(heads.shape)}; this model needs "
-                         f"[batch, {n_layers} candidate layers, {n_heads} heads]")
+        raise ValueError(
+            f"Intervention.heads has shape {tuple(heads.shape)}; this model needs "
+            f"[batch, {n_layers} candidate layers, {n_heads} heads]"
+        )
     batch = heads.shape[0]
-    carries = heads.flatten(1).any(1)                                        # [B]
+    carries = heads.flatten(1).any(1)  # [B]
     _check_selection("Intervention.keys", spec.keys, batch, carries)
     if isinstance(spec.keys, str):
         raise ValueError("Intervention.keys must be a bool tensor [batch, positions], not a string")
@@ -268,7 +283,9 @@ def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> to
     if bias.ndim == 0:
         bias = bias.expand(batch)
     if tuple(bias.shape) != (batch,) or torch.isnan(bias).any() or (bias == float("inf")).any():
-        raise ValueError(f"Intervention.bias must be a float, HIDE or a [{batch}] tensor without NaN/+inf; got {spec.bias!r}")
+        raise ValueError(
+            f"Intervention.bias must be a float, HIDE or a [{batch}] tensor without NaN/+inf; got {spec.bias!r}"
+        )
     spec.bias_per_row = bias
     return carries
 
@@ -304,9 +321,6 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 @contextmanager
 def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_layers: int = 0):
     """probe's body; yields the _State. ``shared_layers``: see run_head_sets."""
-    global _ACTIVE
-    if _ACTIVE is not None:
-        raise RuntimeError("a probe is already active; probes do not nest")
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
     adapter, model = loaded.adapter, loaded.model
@@ -314,8 +328,10 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
     modules = adapter.attention_modules(model)
     for module in modules:
         if module.config._attn_implementation != ATTENTION:
-            raise RuntimeError(f"the text backbone runs attention '{module.config._attn_implementation}', "
-                               f"not '{ATTENTION}': load the model with helpers.models.load_model")
+            raise RuntimeError(
+                f"the text backbone runs attention '{module.config._attn_implementation}', "
+                f"not '{ATTENTION}': load the model with helpers.models.load_model"
+            )
     batches = set()
     carries = None
     if read is not None:
@@ -328,18 +344,25 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
     batch = batches.pop()
     recording = Recording(group_names=list(read.groups) if read is not None else [])
     state = _State(
-        layer_of={module: i for i, module in enumerate(modules)}, n_layers=n_layers, n_heads=n_heads,
-        read=read, intervene=intervene, recording=recording, batch=batch, layer_calls=[0] * n_layers,
-        rows_hit=torch.zeros(batch, dtype=torch.bool), shared_layers=shared_layers,
+        layer_of={module: i for i, module in enumerate(modules)},
+        n_layers=n_layers,
+        n_heads=n_heads,
+        read=read,
+        intervene=intervene,
+        recording=recording,
+        batch=batch,
+        layer_calls=[0] * n_layers,
+        rows_hit=torch.zeros(batch, dtype=torch.bool),
+        shared_layers=shared_layers,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
         lambda module, args, kwargs: _note_past_length(state, kwargs), with_kwargs=True
     )
-    _ACTIVE = state
+    _ACTIVE.append(state)
     try:
         yield state
     finally:
-        _ACTIVE = None
+        _ACTIVE.remove(state)
         hook.remove()
     _check_ran(state, carries)
     if read is not None:
@@ -357,10 +380,14 @@ def _check_ran(state: _State, carries: torch.Tensor | None) -> None:
         used = state.intervene.heads.any(0).any(-1).nonzero().flatten().tolist()  # layers with heads
         missed = sorted(set(used) & set(never))
         if missed:
-            raise RuntimeError(f"the intervention's layers {missed} never ran inside the probe: nothing was changed there")
+            raise RuntimeError(
+                f"the intervention's layers {missed} never ran inside the probe: nothing was changed there"
+            )
         unreached = (carries & ~state.rows_hit).nonzero().flatten().tolist()
         if unreached:
-            raise RuntimeError(f"the intervention's rows never occurred in batch row(s) {unreached}: nothing was changed")
+            raise RuntimeError(
+                f"the intervention's rows never occurred in batch row(s) {unreached}: nothing was changed"
+            )
     if state.read is not None and never:
         raise RuntimeError(f"candidate layers {never} never ran inside the probe: the read is incomplete")
 
@@ -371,7 +398,7 @@ def _summarise_read(state: _State, batch: int) -> None:
     if (counts == 0).any():
         missing = (counts == 0).any(0).nonzero().flatten().tolist()
         raise RuntimeError(f"no chosen read row occurred in batch row(s) {missing}: the read is empty")
-    sums = torch.stack([state.read_sum[l] for l in range(state.n_layers)], 1)     # [B, L, H, G]
+    sums = torch.stack([state.read_sum[l] for l in range(state.n_layers)], 1)  # [B, L, H, G]
     rec.mass = sums / counts.T[:, :, None, None]
     if state.read.per_row:
         rec.mass_per_row, rec.row_positions = _stack_rows(state, batch)
@@ -382,127 +409,17 @@ def _stack_rows(state: _State, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     per_layer = []
     for layer in range(state.n_layers):
         chunks = state.read_rows[layer]
-        mass = torch.cat([m for m, _, _ in chunks], 2)                  # [B, H, r_all, G]
-        positions = torch.cat([p for _, p, _ in chunks])                # [r_all]
-        weight = torch.cat([w for _, _, w in chunks], 1)                # [B, r_all]
+        mass = torch.cat([m for m, _, _ in chunks], 2)  # [B, H, r_all, G]
+        positions = torch.cat([p for _, p, _ in chunks])  # [r_all]
+        weight = torch.cat([w for _, _, w in chunks], 1)  # [B, r_all]
         per_layer.append(mass)
     n_rows = int(weight.sum(1).max())
     n_groups = mass.shape[-1]
     out = torch.full((batch, state.n_layers, state.n_heads, n_rows, n_groups), float("nan"))
     row_positions = torch.full((batch, n_rows), -1, dtype=torch.long)
-    stacked = torch.stack(per_layer, 1)                                 # [B, L, H, r_all, G]
+    stacked = torch.stack(per_layer, 1)  # [B, L, H, r_all, G]
     for b in range(batch):
         keep = weight[b].nonzero().flatten()
-        out[b, :, :, :keep.numel()] = stacked[b, :, :, keep].cpu()
-        row_positions[b, :keep.numel()] = positions[keep].cpu()
+        out[b, :, :, : keep.numel()] = stacked[b, :, :, keep].cpu()
+        row_positions[b, : keep.numel()] = positions[keep].cpu()
     return out, row_positions
-
-
-def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
-    """A head-set given as (candidate layer, head) pairs -> bool [L, H]."""
-    n_layers, n_heads = len(adapter.candidate_layers), adapter.n_heads
-    mask = torch.zeros(n_layers, n_heads, dtype=torch.bool, device=device)
-    for layer, head in heads:
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"head ({layer}, {head}) is out of range: layers 0..{n_layers - 1} "
-                             f"(candidate layers {adapter.candidate_layers}), heads 0..{n_heads - 1}")
-        mask[layer, head] = True
-    return mask
-
-
-def stack_head_sets(adapter, head_sets: list[list[tuple[int, int]]], device="cpu") -> torch.Tensor:
-    """Several head-sets -> bool [n_sets, L, H], one per batch row (pair with expand_item)."""
-    return torch.stack([heads_to_mask(adapter, heads, device) for heads in head_sets])
-
-
-def expand_item(inputs: dict, n: int) -> dict:
-    """Repeat a one-item processor output n times along the batch (pixel tensors included)."""
-    batch = inputs["input_ids"].shape[0]
-    if batch != 1:
-        raise ValueError(f"expand_item takes a single item (batch 1), got batch {batch}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    return {name: value.repeat(n, *[1] * (value.ndim - 1)) if isinstance(value, torch.Tensor) else value
-            for name, value in inputs.items()}
-
-
-@torch.no_grad()
-def run_head_sets(loaded, item: dict, heads: torch.Tensor, keys: torch.Tensor, bias: float | torch.Tensor,
-                  rows: Rows = "all") -> torch.Tensor:
-    """Logits [n, T, V] of one item under n head-sets: the same as n probe calls, sharing their common work.
-
-    ``item``: a one-item processor output (batch 1, T positions). ``heads``: [n, L, H] (stack_head_sets).
-    ``keys`` and ``rows``: [1, T] (the same for every set) or [n, T]; ``rows`` may be "all". ``bias``: a
-    float, HIDE or an [n] tensor, as in Intervention.
-
-    The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
-    and the decoder layers below d0 run once at batch 1 and the hidden states entering layer d0 are
-    repeated n times. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its
-    first layers; Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input
-    instead (the vision tower still runs once).
-    """
-    if item["input_ids"].shape[0] != 1:
-        raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
-    if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
-        raise ValueError("heads must be a bool tensor [n_sets, layers, heads]; build it with stack_head_sets")
-    n = heads.shape[0]
-    spec = Intervention(heads=heads, keys=_per_copy("keys", keys, n),
-                        rows=rows if isinstance(rows, str) else _per_copy("rows", rows, n), bias=bias)
-    adapter = loaded.adapter
-    used = heads.any(0).any(-1).nonzero().flatten()                         # candidate layers holding a head
-    if used.numel() == 0:                                                   # every set is empty: the clean forward
-        _prepare_intervention(spec, len(adapter.candidate_layers), adapter.n_heads)
-        return loaded.model(**item, use_cache=False).logits.repeat(n, 1, 1)
-    first = int(used[0])
-    split = adapter.candidate_layers[first]                                 # d0, a decoder-layer index
-    text_model = adapter.language_model(loaded.model)
-    if split >= adapter.min_split_layer:
-        shared = first
-        hook = text_model.layers[split].register_forward_pre_hook(
-            lambda module, args, kwargs: _repeat_layer_input(args, kwargs, n), with_kwargs=True)
-    else:
-        shared = 0
-        hook = text_model.register_forward_pre_hook(
-            lambda module, args, kwargs: (args, _repeat_text_inputs(kwargs, n)), with_kwargs=True)
-    try:
-        with _probe(loaded, None, spec, shared_layers=shared):
-            return loaded.model(**item, use_cache=False).logits
-    finally:
-        hook.remove()
-
-
-def _per_copy(name: str, selection: torch.Tensor, n: int) -> torch.Tensor:
-    """A [1, T] or [n, T] selection -> [n, T]."""
-    if not isinstance(selection, torch.Tensor) or selection.ndim != 2 or selection.shape[0] not in (1, n):
-        raise ValueError(f"{name} must be a bool tensor [1, T] or [{n}, T], got "
-                         f"{type(selection).__name__} {tuple(getattr(selection, 'shape', ()))}")
-    return selection.expand(n, -1)
-
-
-def _repeat_layer_input(args: tuple, kwargs: dict, n: int):
-    """Pre-hook of decoder layer d0: hidden states [1, T, D] -> [n, T, D]; mask and rotary tables broadcast."""
-    if args:
-        return (args[0].repeat(n, 1, 1), *args[1:]), kwargs
-    return args, dict(kwargs, hidden_states=kwargs["hidden_states"].repeat(n, 1, 1))
-
-
-_BATCH_FIRST = ("inputs_embeds", "attention_mask", "visual_pos_masks", "per_layer_inputs")  # [1, ...]
-
-
-def _repeat_text_inputs(kwargs: dict, n: int) -> dict:
-    """Pre-hook of the text backbone: every per-item input repeated to batch n (Qwen3-VL's, Gemma 4's)."""
-    out = dict(kwargs)
-    for name, value in kwargs.items():
-        if value is None or not isinstance(value, (torch.Tensor, list, dict)):
-            continue
-        if name == "attention_mask" and isinstance(value, dict):              # per layer type: [1, 1, T, T]
-            out[name] = {kind: None if m is None else m.repeat(n, *[1] * (m.ndim - 1)) for kind, m in value.items()}
-        elif name in _BATCH_FIRST:
-            out[name] = value.repeat(n, *[1] * (value.ndim - 1))              # [1, ...] -> [n, ...]
-        elif name == "position_ids":
-            out[name] = value.repeat(*[1] * (value.ndim - 2), n, 1)           # [..., 1, T] -> [..., n, T]
-        elif name == "deepstack_visual_embeds":
-            out[name] = [v.repeat(n, 1) for v in value]                       # [k, D] -> [n k, D], batch-major
-        else:
-            raise ValueError(f"run_head_sets does not know how to repeat the text backbone's input {name!r}")
-    return out

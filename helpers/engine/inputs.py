@@ -8,10 +8,11 @@ Char offsets of an item's query span are mapped to tokens through the tokenizer'
 the text the processor really tokenizes (its image placeholder expanded to one token per merged patch),
 so the mapping holds for any BPE, whose token boundaries need not match words.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -20,18 +21,18 @@ from helpers.stimuli import Item
 
 @dataclass
 class Batch:
-    inputs: dict                   # processor output for model(**inputs): input_ids [B, T], attention_mask [B, T],
-                                   # pixel_values [P, D], image_grid_thw [B, 3], mm_token_type_ids [B, T]
-    query_mask: torch.Tensor       # [B, T] bool: tokens overlapping the item's query span
+    inputs: dict  # processor output for model(**inputs): input_ids [B, T], attention_mask [B, T],
+    # pixel_values [P, D], image_grid_thw [B, 3], mm_token_type_ids [B, T]
+    query_mask: torch.Tensor  # [B, T] bool: tokens overlapping the item's query span
     last_prompt_mask: torch.Tensor  # [B, T] bool: one True per row, the last token before the answer
-    answer_mask: torch.Tensor      # [B, T] bool: the appended answer's tokens (all False without answers)
-    end_mask: torch.Tensor         # [B, T] bool: the end-of-turn token after the answer (all False without answers)
-    image_mask: torch.Tensor       # [B, T] bool: image placeholder tokens (<|image_pad|>)
+    answer_mask: torch.Tensor  # [B, T] bool: the appended answer's tokens (all False without answers)
+    end_mask: torch.Tensor  # [B, T] bool: the end-of-turn token after the answer (all False without answers)
+    image_mask: torch.Tensor  # [B, T] bool: image placeholder tokens (<|image_pad|>)
     prompt_text_mask: torch.Tensor  # [B, T] bool: the tokens of the item's prompt text (question and options)
     items: list[Item]
 
     @property
-    def last_prompt_index(self) -> torch.Tensor:   # [B] long
+    def last_prompt_index(self) -> torch.Tensor:  # [B] long
         return self.last_prompt_mask.long().argmax(dim=1)
 
 
@@ -58,29 +59,40 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
     image_token = processor.image_token
-    merge_area = processor.image_processor.merge_size ** 2
+    merge_area = processor.image_processor.merge_size**2
 
     prompts = [render_prompt(processor, item) for item in items]
     for item, prompt in zip(items, prompts):
         if prompt.count(image_token) != 1:
-            raise ValueError(f"item {item.kind} {item.seed_key}: expected one image placeholder, "
-                             f"the chat template gave {prompt.count(image_token)}")
+            raise ValueError(
+                f"item {item.kind} {item.seed_key}: expected one image placeholder, "
+                f"the chat template gave {prompt.count(image_token)}"
+            )
     end_text = tokenizer.eos_token if answers is not None else ""
-    texts = [prompt + (answer + end_text if answers is not None else "")
-             for prompt, answer in zip(prompts, answers or [""] * len(items))]
-    encoded = processor(text=texts, images=[item.image for item in items], padding=True,
-                        return_offsets_mapping=True, return_tensors="pt")
-    offsets = encoded.pop("offset_mapping")                             # [B, T, 2], chars of expanded text
-    n_image_tokens = (encoded["image_grid_thw"].prod(dim=1) // merge_area).tolist()   # [B]
+    texts = [
+        prompt + (answer + end_text if answers is not None else "")
+        for prompt, answer in zip(prompts, answers or [""] * len(items))
+    ]
+    encoded = processor(
+        text=texts,
+        images=[item.image for item in items],
+        padding=True,
+        return_offsets_mapping=True,
+        return_tensors="pt",
+    )
+    offsets = encoded.pop("offset_mapping")  # [B, T, 2], chars of expanded text
+    n_image_tokens = (encoded["image_grid_thw"].prod(dim=1) // merge_area).tolist()  # [B]
 
     B, T = encoded["input_ids"].shape
     query_mask, last_prompt_mask, answer_mask, end_mask, prompt_text_mask = (
-        torch.zeros(B, T, dtype=torch.bool) for _ in range(5))
+        torch.zeros(B, T, dtype=torch.bool) for _ in range(5)
+    )
     for row, (item, prompt) in enumerate(zip(items, prompts)):
         expanded_prompt = prompt.replace(image_token, image_token * n_image_tokens[row])
         prompt_start = expanded_prompt.rindex(item.prompt)
-        query_mask[row] = overlap_mask(offsets[row], prompt_start + item.query_span[0],
-                                        prompt_start + item.query_span[1])
+        query_mask[row] = overlap_mask(
+            offsets[row], prompt_start + item.query_span[0], prompt_start + item.query_span[1]
+        )
         prompt_text_mask[row] = overlap_mask(offsets[row], prompt_start, prompt_start + len(item.prompt))
         if not query_mask[row].any():
             raise ValueError(f"item {item.kind} {item.seed_key}: no token covers query span {item.query_span}")
@@ -96,6 +108,13 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
             end_mask[row] = overlap_mask(offsets[row], answer_end, answer_end + len(end_text))
         last_prompt_mask[row, last] = True
     image_mask = encoded["input_ids"] == processor.image_token_id
-    return Batch(inputs=dict(encoded), query_mask=query_mask, last_prompt_mask=last_prompt_mask,
-                 answer_mask=answer_mask, end_mask=end_mask, image_mask=image_mask,
-                 prompt_text_mask=prompt_text_mask, items=list(items))
+    return Batch(
+        inputs=dict(encoded),
+        query_mask=query_mask,
+        last_prompt_mask=last_prompt_mask,
+        answer_mask=answer_mask,
+        end_mask=end_mask,
+        image_mask=image_mask,
+        prompt_text_mask=prompt_text_mask,
+        items=list(items),
+    )

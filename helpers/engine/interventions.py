@@ -8,11 +8,12 @@ P(A..D) renormalised over the four letters.
 Row groups say at which query rows the bias applies: "all" rows, the "image" token rows, the "prompt"
 text rows (question and options; the paper's question/option rows) or only the "last" prompt row.
 """
+
 import torch
 
-from helpers.heads import run_head_sets
-from helpers.inputs import Batch
-from helpers.mcq import letter_probs_from_logits, option_token_ids
+from helpers.engine.head_sets import run_head_sets
+from helpers.engine.inputs import Batch
+from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
 
 ROW_GROUPS = ("all", "image", "prompt", "last")
 
@@ -31,8 +32,9 @@ def row_selection(batch: Batch, group: str) -> torch.Tensor | str:
 
 
 @torch.no_grad()
-def letter_probs_under(lm, batch: Batch, heads: torch.Tensor, keys: torch.Tensor, bias, rows: str = "all",
-                       sets_per_forward: int = 64) -> torch.Tensor:
+def letter_probs_under(
+    lm, batch: Batch, heads: torch.Tensor, keys: torch.Tensor, bias, rows: str = "all", sets_per_forward: int = 64
+) -> torch.Tensor:
     """[n, 4] P(A..D) of the one item in `batch` with head-set i [L, H] biased by `bias` on `keys`.
 
     heads: bool [n, L, H]; keys: bool [1, T] (the same for every set) or [n, T]; bias: a float, HIDE or
@@ -54,7 +56,8 @@ def letter_probs_under(lm, batch: Batch, heads: torch.Tensor, keys: torch.Tensor
         stop = min(start + sets_per_forward, n)
         chunk_keys = keys if keys.shape[0] == 1 else keys[start:stop]
         chunk_bias = bias if bias.ndim == 0 else bias[start:stop]
-        logits = run_head_sets(lm, inputs, heads[start:stop].to(device), chunk_keys.to(device),
-                               chunk_bias, rows=selected_rows)                      # [c, T, V]
+        logits = run_head_sets(
+            lm, inputs, heads[start:stop].to(device), chunk_keys.to(device), chunk_bias, rows=selected_rows
+        )  # [c, T, V]
         out.append(letter_probs_from_logits(logits[:, -1], letter_ids).cpu())
     return torch.cat(out)

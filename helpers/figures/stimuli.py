@@ -1,4 +1,5 @@
 """The example-stimuli figure for 00_design: every apparatus of the paper on our images."""
+
 from __future__ import annotations
 
 import textwrap
@@ -33,21 +34,46 @@ def plot_example_stimuli(out_dir: Path, seed: int = 0) -> list[Path]:
     mismatched = single_image_items(co, 1, seed, "mismatched")[0]
     text_arm = single_image_items(cm, 1, seed, "text")[0]
 
-    def question(item: Item) -> str:       # strips: drop the reading-order sentence; MCQ: options included
+    def question(item: Item) -> str:  # strips: drop the reading-order sentence; MCQ: options included
         return item.prompt.split(". ", 1)[-1] if item.kind.startswith("strip") else item.prompt
 
     fig, axes = plt.subplots(2, 3, figsize=(11, 7.2), gridspec_kw={"width_ratios": [1.5, 1.5, 1]})
-    _show(axes[0, 0], cm_ord, "cm strip, ordinal query", cm_ord.target,
-          f"Q: {question(cm_ord)}  A: {cm_ord.answer}  (query span: '{cm_ord.query_text}')")
-    _show(axes[0, 1], co_ref, "co strip, referring query", co_ref.target,
-          f"Q: {question(co_ref)}  A: {co_ref.answer}  (query span: '{co_ref.query_text}')")
-    _show(axes[0, 2], grid, "2x2 grid MCQ (CERS)", grid.target,
-          f"Q: Which cell shows the {grid.options[grid.correct]}?  A: {grid.answer}. "
-          "Oracle variant names the cell; floor: blank image.")
-    _show(axes[1, 0], matched, "single image, matched (NCS)", None,
-          f"{question(matched)}  correct: {matched.answer} (image: {matched.labels[0]})")
-    _show(axes[1, 1], mismatched, "single image, mismatched (NCS)", None,
-          f"same options; image shows {mismatched.labels[0]}, not an option: P(correct) ~ 0.25")
+    _show(
+        axes[0, 0],
+        cm_ord,
+        "cm strip, ordinal query",
+        cm_ord.target,
+        f"Q: {question(cm_ord)}  A: {cm_ord.answer}  (query span: '{cm_ord.query_text}')",
+    )
+    _show(
+        axes[0, 1],
+        co_ref,
+        "co strip, referring query",
+        co_ref.target,
+        f"Q: {question(co_ref)}  A: {co_ref.answer}  (query span: '{co_ref.query_text}')",
+    )
+    _show(
+        axes[0, 2],
+        grid,
+        "2x2 grid MCQ (CERS)",
+        grid.target,
+        f"Q: Which cell shows the {grid.options[grid.correct]}?  A: {grid.answer}. "
+        "Oracle variant names the cell; floor: blank image.",
+    )
+    _show(
+        axes[1, 0],
+        matched,
+        "single image, matched (NCS)",
+        None,
+        f"{question(matched)}  correct: {matched.answer} (image: {matched.labels[0]})",
+    )
+    _show(
+        axes[1, 1],
+        mismatched,
+        "single image, mismatched (NCS)",
+        None,
+        f"same options; image shows {mismatched.labels[0]}, not an option: P(correct) ~ 0.25",
+    )
     _show(axes[1, 2], text_arm, "text-solvable arm", None, f"{question(text_arm)}  correct: {text_arm.answer}")
     fig.tight_layout()
     return save_figure(fig, "example_stimuli", out_dir)

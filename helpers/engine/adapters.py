@@ -1,20 +1,14 @@
-"""Load a VLM (hub id, local folder, or the embedded "toy") and describe it through a small adapter.
-
-``load_model(name)`` returns a ``LoadedModel`` (model, processor, adapter, name). The text backbone
-runs the head-probe attention of ``helpers.heads`` (registered with transformers), the vision tower
-runs sdpa. The adapter says, per family, where the text backbone's attention heads are and which
-``input_ids`` positions hold the image tokens of a region given in pixels of the original image.
+"""One small adapter per model family: where the text backbone's attention heads are, which ``input_ids``
+positions hold the image tokens of a region given in pixels of the original image, and how the text
+backbone's per-item inputs are repeated when one item is copied once per head-set (``run_head_sets``).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
-
-from helpers import paths
-from helpers.heads import ATTENTION
 
 Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 
@@ -22,16 +16,28 @@ Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the 
 @dataclass
 class Adapter:
     """The text backbone of one model: its softmax-attention heads and its image-token layout."""
+
     family: str
-    n_layers: int                # decoder layers of the text backbone
-    n_heads: int                 # query heads per layer
+    n_layers: int  # decoder layers of the text backbone
+    n_heads: int  # query heads per layer
     n_kv_heads: int
     head_dim: int
     candidate_layers: list[int]  # decoder layers whose heads are candidates (softmax attention)
     image_token_id: int
-    min_split_layer: int = 0     # run_head_sets may run decoder layers < d once for all head-sets only if
-                                 # d >= this: Qwen3-VL adds visual features after its first layers, Gemma 4
-                                 # layers may reuse earlier layers' keys (then n_layers: never)
+    min_split_layer: int = 0  # run_head_sets may run decoder layers < d once for all head-sets only if
+    # d >= this: Qwen3-VL adds visual features after its first layers, Gemma 4
+    # layers may reuse earlier layers' keys (then n_layers: never)
+
+    def repeat_text_input(self, name: str, value, n: int):
+        """One per-item input of the text backbone, repeated to batch n; None for an input this family
+        does not know (``run_head_sets`` then refuses)."""
+        if name == "attention_mask" and isinstance(value, dict):  # per layer type: [1, 1, T, T]
+            return {kind: None if m is None else m.repeat(n, *[1] * (m.ndim - 1)) for kind, m in value.items()}
+        if name in ("inputs_embeds", "attention_mask", "visual_pos_masks"):
+            return value.repeat(n, *[1] * (value.ndim - 1))  # [1, ...] -> [n, ...]
+        if name == "position_ids":
+            return value.repeat(*[1] * (value.ndim - 2), n, 1)  # [..., 1, T] -> [..., n, T]
+        return None
 
     def language_model(self, model):
         return model.model.language_model
@@ -45,20 +51,30 @@ class Adapter:
         """Bool [B, T]: which positions hold image tokens."""
         return input_ids == self.image_token_id
 
-    def image_token_grid(self, inputs: dict, batch_index: int, image_index: int) -> tuple[torch.Tensor, tuple[int, int]]:
+    def image_token_grid(
+        self, inputs: dict, batch_index: int, image_index: int
+    ) -> tuple[torch.Tensor, tuple[int, int]]:
         """Positions [rows * cols] of one image's tokens (row-major) and the grid (rows, cols)."""
         raise NotImplementedError(f"{self.family} adapter has no image-token grid")
 
-    def grid_cells(self, region: Region, image_size: tuple[int, int], grid: tuple[int, int], inputs: dict,
-                   batch_index: int, image_index: int) -> tuple[range, range]:
+    def grid_cells(
+        self,
+        region: Region,
+        image_size: tuple[int, int],
+        grid: tuple[int, int],
+        inputs: dict,
+        batch_index: int,
+        image_index: int,
+    ) -> tuple[range, range]:
         """Grid rows and columns that the region overlaps (default: the image is resized onto the grid)."""
         width, height = image_size
         x0, y0, x1, y1 = region
         rows, cols = grid
         return _cells(y0 / height * rows, y1 / height * rows, rows), _cells(x0 / width * cols, x1 / width * cols, cols)
 
-    def region_positions(self, inputs: dict, region: Region, image_size: tuple[int, int],
-                         batch_index: int = 0, image_index: int = 0) -> torch.Tensor:
+    def region_positions(
+        self, inputs: dict, region: Region, image_size: tuple[int, int], batch_index: int = 0, image_index: int = 0
+    ) -> torch.Tensor:
         """Positions [n] in input_ids[batch_index] of the image tokens covering ``region``.
 
         ``region`` = (x0, y0, x1, y1) in pixels of the original image of size ``image_size`` = (width, height).
@@ -69,8 +85,9 @@ class Adapter:
         cells = torch.tensor([r * grid[1] + c for r in rows for c in cols], dtype=torch.long)
         return positions[cells]
 
-    def region_mask(self, inputs: dict, region: Region, image_size: tuple[int, int],
-                    batch_index: int = 0, image_index: int = 0) -> torch.Tensor:
+    def region_mask(
+        self, inputs: dict, region: Region, image_size: tuple[int, int], batch_index: int = 0, image_index: int = 0
+    ) -> torch.Tensor:
         """Bool [T] over input_ids[batch_index]: the region's image tokens."""
         mask = torch.zeros(inputs["input_ids"].shape[1], dtype=torch.bool)
         mask[self.region_positions(inputs, region, image_size, batch_index, image_index)] = True
@@ -81,8 +98,10 @@ def _check_region(region: Region, image_size: tuple[int, int]) -> None:
     width, height = image_size
     x0, y0, x1, y1 = region
     if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
-        raise ValueError(f"region {tuple(region)} is not a non-empty box inside the {width}x{height} image "
-                         "(need 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height)")
+        raise ValueError(
+            f"region {tuple(region)} is not a non-empty box inside the {width}x{height} image "
+            "(need 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height)"
+        )
 
 
 def _cells(start: float, stop: float, n: int) -> range:
@@ -92,7 +111,9 @@ def _cells(start: float, stop: float, n: int) -> range:
     return range(first, last)
 
 
-def _image_spans(input_ids: torch.Tensor, image_token_id: int, tokens_per_image: list[int]) -> list[list[torch.Tensor]]:
+def _image_spans(
+    input_ids: torch.Tensor, image_token_id: int, tokens_per_image: list[int]
+) -> list[list[torch.Tensor]]:
     """Split each batch row's image-token positions into images, in order; images are numbered across the batch."""
     spans, image = [], 0
     for row in input_ids:
@@ -102,7 +123,7 @@ def _image_spans(input_ids: torch.Tensor, image_token_id: int, tokens_per_image:
             if image >= len(tokens_per_image):
                 raise ValueError("input_ids hold more image tokens than the image inputs describe")
             n = tokens_per_image[image]
-            row_spans.append(positions[start:start + n])
+            row_spans.append(positions[start : start + n])
             start, image = start + n, image + 1
         spans.append(row_spans)
     return spans
@@ -112,8 +133,9 @@ def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
     if not 0 <= batch_index < len(spans):
         raise ValueError(f"batch_index {batch_index} out of range: batch has {len(spans)} rows")
     if not 0 <= image_index < len(spans[batch_index]):
-        raise ValueError(f"image_index {image_index} out of range: batch row {batch_index} "
-                         f"has {len(spans[batch_index])} image(s)")
+        raise ValueError(
+            f"image_index {image_index} out of range: batch row {batch_index} has {len(spans[batch_index])} image(s)"
+        )
     return spans[batch_index][image_index]
 
 
@@ -121,6 +143,7 @@ def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
 class QwenVLAdapter(Adapter):
     """Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5: the processor resizes the image onto a patch grid
     (image_grid_thw, in patches); one token per spatial_merge_size^2 patches, row-major."""
+
     merge: int = 2
 
     def image_token_grid(self, inputs, batch_index, image_index):
@@ -128,6 +151,11 @@ class QwenVLAdapter(Adapter):
         merged = [(t * h // self.merge, w // self.merge) for t, h, w in grids]
         spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in merged])
         return _one_image(spans, batch_index, image_index), _image_grid(merged, spans, batch_index, image_index)
+
+    def repeat_text_input(self, name, value, n):
+        if name == "deepstack_visual_embeds":  # Qwen3-VL: [k, D] per deepstack layer
+            return [v.repeat(n, 1) for v in value]  # -> [n k, D], batch-major
+        return super().repeat_text_input(name, value, n)
 
 
 def _image_grid(grids: list, spans, batch_index: int, image_index: int):
@@ -141,12 +169,13 @@ class SquareGridAdapter(Adapter):
     ``crop``: the processor resizes the shorter edge then centre-crops to a square (LLaVA's CLIP
     processor); otherwise the image is resized onto the square (Gemma 3 without pan-and-scan).
     """
+
     side: int = 16
     crop: bool = False
 
     def image_token_grid(self, inputs, batch_index, image_index):
-        n_images = int((inputs["input_ids"] == self.image_token_id).sum()) // (self.side ** 2)
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [self.side ** 2] * n_images)
+        n_images = int((inputs["input_ids"] == self.image_token_id).sum()) // (self.side**2)
+        spans = _image_spans(inputs["input_ids"], self.image_token_id, [self.side**2] * n_images)
         return _one_image(spans, batch_index, image_index), (self.side, self.side)
 
     def grid_cells(self, region, image_size, grid, inputs, batch_index, image_index):
@@ -159,10 +188,13 @@ class SquareGridAdapter(Adapter):
         x0, x1 = max(x0 - left, 0), min(x1 - left, short)
         y0, y1 = max(y0 - top, 0), min(y1 - top, short)
         if x0 >= x1 or y0 >= y1:
-            raise ValueError(f"region {tuple(region)} lies outside the centre crop the processor keeps "
-                             f"({left:.0f}, {top:.0f}, {left + short:.0f}, {top + short:.0f})")
-        return _cells(y0 / short * self.side, y1 / short * self.side, self.side), \
-            _cells(x0 / short * self.side, x1 / short * self.side, self.side)
+            raise ValueError(
+                f"region {tuple(region)} lies outside the centre crop the processor keeps "
+                f"({left:.0f}, {top:.0f}, {left + short:.0f}, {top + short:.0f})"
+            )
+        return _cells(y0 / short * self.side, y1 / short * self.side, self.side), _cells(
+            x0 / short * self.side, x1 / short * self.side, self.side
+        )
 
 
 @dataclass
@@ -174,15 +206,16 @@ class InternVLAdapter(SquareGridAdapter):
     """
 
     def image_token_grid(self, inputs, batch_index, image_index):
-        per_tile = self.side ** 2
+        per_tile = self.side**2
         runs = [_runs(row == self.image_token_id) for row in inputs["input_ids"]]  # per row: [(start, length)]
         for row, row_runs in enumerate(runs):
-            for k, (start, length) in enumerate(row_runs):
+            for k, (_start, length) in enumerate(row_runs):
                 if length != per_tile:
                     raise ValueError(
-                        f"InternVL image {k} of batch row {row} has {length} image tokens ({length / per_tile:g} tiles "
-                        f"of {per_tile}); only single-tile images can be mapped to regions: process images with "
-                        "crop_to_patches=False")
+                        f"InternVL image {k} of batch row {row} has {length} image tokens ({length / per_tile:g} tiles"
+                        f" of {per_tile}); only single-tile images can be mapped to regions: process images with "
+                        "crop_to_patches=False"
+                    )
         spans = [[torch.arange(start, start + length) for start, length in row_runs] for row_runs in runs]
         return _one_image(spans, batch_index, image_index), (self.side, self.side)
 
@@ -207,11 +240,17 @@ class Gemma4Adapter(Adapter):
     -1 for padding). Full-attention layers have their own head size (``global_head_dim``); ``head_dim``
     is the sliding-window layers'.
     """
+
     pooling: int = 3
+
+    def repeat_text_input(self, name, value, n):
+        if name == "per_layer_inputs":  # Gemma 4's per-layer embeddings
+            return value.repeat(n, *[1] * (value.ndim - 1))
+        return super().repeat_text_input(name, value, n)
 
     def image_token_grid(self, inputs, batch_index, image_index):
         grids = []
-        for positions in inputs["image_position_ids"]:                     # [max_patches, 2]
+        for positions in inputs["image_position_ids"]:  # [max_patches, 2]
             real = positions[(positions >= 0).all(-1)]
             cols, rows = (real.amax(0) + 1).tolist()
             grids.append((rows // self.pooling, cols // self.pooling))
@@ -235,46 +274,80 @@ def _qwen(config) -> Adapter:
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
     candidates = [i for i, kind in enumerate(layer_types) if kind != "linear_attention"]
     deepstack = len(getattr(config.vision_config, "deepstack_visual_indexes", None) or [])
-    return QwenVLAdapter(family=config.model_type, candidate_layers=candidates, image_token_id=config.image_token_id,
-                         merge=config.vision_config.spatial_merge_size, min_split_layer=deepstack, **shape)
+    return QwenVLAdapter(
+        family=config.model_type,
+        candidate_layers=candidates,
+        image_token_id=config.image_token_id,
+        merge=config.vision_config.spatial_merge_size,
+        min_split_layer=deepstack,
+        **shape,
+    )
 
 
 def _gemma3(config) -> Adapter:
     shape = _text_shape(config.text_config)
     side = int(round(math.sqrt(config.mm_tokens_per_image)))
-    return SquareGridAdapter(family="gemma3", candidate_layers=list(range(shape["n_layers"])),
-                             image_token_id=config.image_token_id, side=side, crop=False, **shape)
+    return SquareGridAdapter(
+        family="gemma3",
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=side,
+        crop=False,
+        **shape,
+    )
 
 
 def _llava(config) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default":
-        raise ValueError(f"LLaVA adapter supports vision_feature_select_strategy='default' (CLS dropped), "
-                         f"got {config.vision_feature_select_strategy!r}")
-    return SquareGridAdapter(family="llava", candidate_layers=list(range(shape["n_layers"])),
-                             image_token_id=config.image_token_id, side=vision.image_size // vision.patch_size,
-                             crop=True, **shape)
+        raise ValueError(
+            f"LLaVA adapter supports vision_feature_select_strategy='default' (CLS dropped), "
+            f"got {config.vision_feature_select_strategy!r}"
+        )
+    return SquareGridAdapter(
+        family="llava",
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=vision.image_size // vision.patch_size,
+        crop=True,
+        **shape,
+    )
 
 
 def _internvl(config) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
-    if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(reversed(vision.image_size)):
-        raise ValueError(f"InternVL adapter supports square tiles with vision_feature_select_strategy='default', got "
-                         f"image_size={vision.image_size}, strategy={config.vision_feature_select_strategy!r}")
+    if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(
+        reversed(vision.image_size)
+    ):
+        raise ValueError(
+            f"InternVL adapter supports square tiles with vision_feature_select_strategy='default', got "
+            f"image_size={vision.image_size}, strategy={config.vision_feature_select_strategy!r}"
+        )
     side = int(vision.image_size[0] // vision.patch_size[0] * config.downsample_ratio)
-    return InternVLAdapter(family="internvl", candidate_layers=list(range(shape["n_layers"])),
-                           image_token_id=config.image_token_id, side=side, crop=False, **shape)
+    return InternVLAdapter(
+        family="internvl",
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=side,
+        crop=False,
+        **shape,
+    )
 
 
 def _gemma4(config) -> Adapter:
     text = config.text_config
     shape = _text_shape(text)
     never = shape["n_layers"] if text.num_kv_shared_layers else 0
-    return Gemma4Adapter(family="gemma4", candidate_layers=list(range(shape["n_layers"])),
-                         image_token_id=config.image_token_id, pooling=config.vision_config.pooling_kernel_size,
-                         min_split_layer=never, **shape)
+    return Gemma4Adapter(
+        family="gemma4",
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        pooling=config.vision_config.pooling_kernel_size,
+        min_split_layer=never,
+        **shape,
+    )
 
 
 ADAPTERS = {
@@ -295,43 +368,3 @@ def adapter_for(config) -> Adapter:
     if family not in ADAPTERS:
         raise ValueError(f"model family {family!r} is not supported; supported: {', '.join(sorted(ADAPTERS))}")
     return ADAPTERS[family](config)
-
-
-@dataclass
-class LoadedModel:
-    model: torch.nn.Module
-    processor: object | None
-    adapter: Adapter
-    name: str
-
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def attn_implementation_for(config) -> dict:
-    """Head-probe attention on the text backbone, sdpa on the vision tower."""
-    return {"text_config": ATTENTION, "vision_config": "sdpa"}
-
-
-def load_model(name_or_path: str, device: str = "cpu", dtype: str = "float32",
-               trust_remote_code: bool = False) -> LoadedModel:
-    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on."""
-
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
-    path = str(paths.TOY_MODEL) if name_or_path == "toy" else name_or_path
-    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
-        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
-    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    adapter = adapter_for(config)
-    model = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=DTYPES[dtype], attn_implementation=attn_implementation_for(config),
-        trust_remote_code=trust_remote_code,
-    ).to(device).eval()
-    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
-    return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path)
-
-
-def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:
-    """A LoadedModel around a model built in memory (tests, benchmarks); it must run head-probe attention."""
-    return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)

@@ -1,4 +1,5 @@
 """Figures and tables of notebook 00: the 2 x 3 x 2 design."""
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -10,8 +11,14 @@ def design_table() -> pd.DataFrame:
     rows = []
     for name in SETTINGS:
         s = parse_setting(name)
-        rows.append({"setting": name, "corpus": CORPORA[s.corpus], "query": QUERIES[s.query],
-                     "attention source": SOURCES[s.source]})
+        rows.append(
+            {
+                "setting": name,
+                "corpus": CORPORA[s.corpus],
+                "query": QUERIES[s.query],
+                "attention source": SOURCES[s.source],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -29,8 +36,9 @@ def plot_design_grid() -> plt.Figure:
             ax.text(j + 0.5, y + 0.5, f"{corpus}-{query}-{source}", ha="center", va="center", fontsize=11)
     short = {"last": "last prompt token", "qsp": "query-span tokens", "out": "answer tokens"}
     ax.set_xticks([j + 0.5 for j in range(len(SOURCES))], [f"{s}\n({short[s]})" for s in SOURCES], fontsize=8)
-    ax.set_yticks([len(rows) - 0.5 - i for i in range(len(rows))],
-                  [f"{c} corpus\n{q} query" for c, q in rows], fontsize=8)
+    ax.set_yticks(
+        [len(rows) - 0.5 - i for i in range(len(rows))], [f"{c} corpus\n{q} query" for c, q in rows], fontsize=8
+    )
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)

@@ -1,4 +1,5 @@
 """Figures and tables of notebook 02: how much the 12 settings' head-sets agree."""
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -10,8 +11,18 @@ from helpers.overlap import one_factor_pairs
 def plot_overlap_matrix(matrix: pd.DataFrame, k: int) -> plt.Figure:
     """Figure 2: top-k overlap between every pair of settings."""
     fig, ax = plt.subplots(figsize=(7.5, 6.3))
-    sns.heatmap(matrix, annot=True, fmt="d", cmap="viridis", vmin=0, vmax=k, square=True,
-                cbar_kws={"label": f"shared heads of top-{k}"}, annot_kws={"fontsize": 7}, ax=ax)
+    sns.heatmap(
+        matrix,
+        annot=True,
+        fmt="d",
+        cmap="viridis",
+        vmin=0,
+        vmax=k,
+        square=True,
+        cbar_kws={"label": f"shared heads of top-{k}"},
+        annot_kws={"fontsize": 7},
+        ax=ax,
+    )
     ax.set_title(f"Top-{k} head overlap between the 12 discovery settings")
     return fig
 
@@ -20,12 +31,25 @@ def factor_medians(matrix: pd.DataFrame, ceilings: pd.Series, k: int) -> pd.Data
     """Table 1: median overlap when only the source, only the query or only the corpus changes, and the
     range of the half-split agreement (two halves of the same data), as counts and as shares of k."""
     pairs = one_factor_pairs(matrix)
-    rows = [{"comparison": f, "pairs": int((pairs.factor == f).sum()),
-             "median overlap": float(pairs.overlap[pairs.factor == f].median()),
-             "min": int(pairs.overlap[pairs.factor == f].min()), "max": int(pairs.overlap[pairs.factor == f].max())}
-            for f in ("source", "query", "corpus")]
-    rows.append({"comparison": "half-split", "pairs": len(ceilings), "median overlap": float(ceilings.median()),
-                 "min": float(ceilings.min()), "max": float(ceilings.max())})
+    rows = [
+        {
+            "comparison": f,
+            "pairs": int((pairs.factor == f).sum()),
+            "median overlap": float(pairs.overlap[pairs.factor == f].median()),
+            "min": int(pairs.overlap[pairs.factor == f].min()),
+            "max": int(pairs.overlap[pairs.factor == f].max()),
+        }
+        for f in ("source", "query", "corpus")
+    ]
+    rows.append(
+        {
+            "comparison": "half-split",
+            "pairs": len(ceilings),
+            "median overlap": float(ceilings.median()),
+            "min": float(ceilings.min()),
+            "max": float(ceilings.max()),
+        }
+    )
     table = pd.DataFrame(rows)
     table["median share of k"] = table["median overlap"] / k
     return table
@@ -34,8 +58,9 @@ def factor_medians(matrix: pd.DataFrame, ceilings: pd.Series, k: int) -> pd.Data
 def plot_top_k_curve(curve: pd.DataFrame, a: str, b: str) -> plt.Figure:
     """Figure 6: shared vs. unique heads of two settings as k grows, and the shared fraction."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
-    left.stackplot(curve.k, curve.shared, curve.a_only, labels=["shared", f"{a} only (= {b} only)"],
-                   colors=["#3182bd", "#fdae6b"])
+    left.stackplot(
+        curve.k, curve.shared, curve.a_only, labels=["shared", f"{a} only (= {b} only)"], colors=["#3182bd", "#fdae6b"]
+    )
     left.set(xlabel="k", ylabel="heads", title="shared and unique heads")
     left.legend(loc="upper left", fontsize=8)
     right.plot(curve.k, curve.fraction, marker="o")
@@ -52,8 +77,14 @@ def plot_chance_overlap(native: pd.DataFrame, chance: dict[str, np.ndarray], k: 
     means = [chance[n].mean() for n in names]
     lows = [means[i] - np.percentile(chance[n], 2.5) for i, n in enumerate(names)]
     highs = [np.percentile(chance[n], 97.5) - means[i] for i, n in enumerate(names)]
-    ax.bar([f"{n} vs random" for n in names], means, yerr=[lows, highs], color="#bdbdbd", capsize=3,
-           label="with a random draw (mean, 95% range)")
+    ax.bar(
+        [f"{n} vs random" for n in names],
+        means,
+        yerr=[lows, highs],
+        color="#bdbdbd",
+        capsize=3,
+        label="with a random draw (mean, 95% range)",
+    )
     ax.axhline(k * k / n_heads, color="k", ls="--", lw=1, label=f"chance k²/N = {k * k / n_heads:.1f}")
     ax.set(ylabel=f"shared heads of top-{k}", ylim=(0, k))
     ax.tick_params(axis="x", rotation=30, labelsize=8)

@@ -3,13 +3,14 @@
 P(letter) is the softmax of the next-token logits at the last prompt position restricted to the four
 option letters (renormalised over A-D), as the paper reports it.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
-from helpers.inputs import Batch, build_batch
+from helpers.engine.inputs import Batch, build_batch
 from helpers.stimuli import LETTERS, Item
 
 
@@ -19,8 +20,10 @@ def option_token_ids(tokenizer, letters: Sequence[str] = LETTERS) -> list[int]:
     for letter in letters:
         pieces = tokenizer.encode(letter, add_special_tokens=False)
         if len(pieces) != 1:
-            raise ValueError(f"option letter {letter!r} is {len(pieces)} tokens {pieces} for this tokenizer; "
-                             "P(letter) needs single-token letters")
+            raise ValueError(
+                f"option letter {letter!r} is {len(pieces)} tokens {pieces} for this tokenizer; "
+                "P(letter) needs single-token letters"
+            )
         ids.append(pieces[0])
     return ids
 
@@ -35,7 +38,7 @@ def letter_probs(model, processor, items: Sequence[Item] | Batch) -> torch.Tenso
     """[B, 4] P(A..D | prompt) for MCQ items (or an already built batch without answers)."""
     batch = items if isinstance(items, Batch) else build_batch(processor, items)
     inputs = {k: v.to(model.device) for k, v in batch.inputs.items()}
-    logits = model(**inputs, logits_to_keep=1).logits[:, -1]            # [B, V]; left padding: last column
+    logits = model(**inputs, logits_to_keep=1).logits[:, -1]  # [B, V]; left padding: last column
     return letter_probs_from_logits(logits, option_token_ids(processor.tokenizer)).cpu()
 
 
@@ -51,7 +54,12 @@ def greedy_answers(model, processor, items: Sequence[Item], max_new_tokens: int 
     batch = build_batch(processor, items)
     inputs = {k: v.to(model.device) for k, v in batch.inputs.items()}
     tokenizer = processor.tokenizer
-    generated = model.generate(**inputs, do_sample=False, max_new_tokens=max_new_tokens,
-                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    new_tokens = generated[:, inputs["input_ids"].shape[1]:]             # [B, <= max_new_tokens]
+    generated = model.generate(
+        **inputs,
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    new_tokens = generated[:, inputs["input_ids"].shape[1] :]  # [B, <= max_new_tokens]
     return [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]

@@ -1,5 +1,6 @@
 """Writers for figures (png + pdf) and tables (csv + tex); plotting functions live beside the notebook
 that needs them (`helpers/*_figures.py`) and call these to save."""
+
 from pathlib import Path
 
 import matplotlib

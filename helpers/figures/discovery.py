@@ -1,4 +1,5 @@
 """Figures of notebook 01: per-setting score maps and the Figure 1-style view of one strip."""
+
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -28,10 +29,11 @@ def plot_score_maps(mean_scores: dict[str, np.ndarray], k: int) -> plt.Figure:
         ax.set_ylabel("layer", fontsize=7)
         ax.tick_params(labelsize=6)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[len(names):]:
+    for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    fig.suptitle(f"Discovery score per head (mean attention mass to the asked-about panel); cyan: top-{k}",
-                 fontsize=10)
+    fig.suptitle(
+        f"Discovery score per head (mean attention mass to the asked-about panel); cyan: top-{k}", fontsize=10
+    )
     fig.tight_layout()
     return fig
 

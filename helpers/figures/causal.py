@@ -1,4 +1,5 @@
 """Figures of notebooks 03 (CERS) and 04 (NCS): discovered head-sets against their random controls."""
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -11,15 +12,35 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
     table: one row per setting with columns setting, S, S low, S high, random mean, random sd, p."""
     fig, ax = plt.subplots(figsize=(8.5, 3.6))
     x = np.arange(len(table))
-    ax.bar(x, 2 * table["random sd"], bottom=table["random mean"] - table["random sd"], width=0.6,
-           color="#bdbdbd", label="layer-matched random: mean ± SD")
+    ax.bar(
+        x,
+        2 * table["random sd"],
+        bottom=table["random mean"] - table["random sd"],
+        width=0.6,
+        color="#bdbdbd",
+        label="layer-matched random: mean ± SD",
+    )
     ax.hlines(table["random mean"], x - 0.3, x + 0.3, color="#636363", lw=1)
     if any_layer is not None:
-        ax.errorbar(x + 0.38, any_layer["random mean"], yerr=any_layer["random sd"], fmt="s", ms=3, color="#9e9ac8",
-                    lw=1, label="any-layer random: mean ± SD")
+        ax.errorbar(
+            x + 0.38,
+            any_layer["random mean"],
+            yerr=any_layer["random sd"],
+            fmt="s",
+            ms=3,
+            color="#9e9ac8",
+            lw=1,
+            label="any-layer random: mean ± SD",
+        )
     colours = ["#d62728" if p <= 0.05 else "#1f77b4" for p in table["p"]]
-    ax.errorbar(x, table["S"], yerr=[table["S"] - table["S low"], table["S high"] - table["S"]], fmt="none",
-                ecolor="#444444", lw=1)
+    ax.errorbar(
+        x,
+        table["S"],
+        yerr=[table["S"] - table["S low"], table["S high"] - table["S"]],
+        fmt="none",
+        ecolor="#444444",
+        lw=1,
+    )
     ax.scatter(x, table["S"], c=colours, zorder=3, s=28, label="discovered S (95% CI); red: rank p ≤ .05")
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, table["setting"], rotation=45, ha="right", fontsize=8)
@@ -37,8 +58,9 @@ def plot_beta_sweep(sweep: pd.DataFrame) -> plt.Figure:
     fig, axes = plt.subplots(1, len(settings), figsize=(3.1 * len(settings), 3), sharey=True, squeeze=False)
     for ax, setting in zip(axes[0], settings):
         rows = sweep[sweep["setting"] == setting]
-        ax.fill_between(rows["beta"], rows["random min"], rows["random max"], color="#bdbdbd", alpha=0.6,
-                        label="random: min-max")
+        ax.fill_between(
+            rows["beta"], rows["random min"], rows["random max"], color="#bdbdbd", alpha=0.6, label="random: min-max"
+        )
         ax.plot(rows["beta"], rows["random mean"], color="#636363", marker=".", label="random: mean")
         ax.plot(rows["beta"], rows["S"], color="#d62728", marker="o", label="discovered S")
         ax.axhline(0, color="black", lw=0.6)

@@ -1,0 +1,42 @@
+"""The head-level attention engine: read, mask and steer any set of attention heads of a Hugging Face VLM.
+
+The whole public API, by module:
+
+- ``loading``: ``load_model(name, device, dtype)`` -> ``LoadedModel`` (model, processor, adapter, name) for
+  "toy", a local ``save_pretrained`` folder or a hub id; ``wrap_model`` for a model built in memory.
+- ``attention``: the attention function registered with transformers (``ATTENTION``) and the probe:
+  ``probe(lm, read=Read(...), intervene=Intervention(...))`` around any forward or ``generate``;
+  ``HIDE`` is the bias that masks keys.
+- ``head_sets``: many head-sets per forward: ``stack_head_sets``, ``expand_item``, ``run_head_sets``.
+- ``adapters``: one per family (``adapter_for(config)``): candidate layers, head counts, image-token
+  positions of a pixel region, and how a family's text-backbone inputs are repeated.
+- ``inputs``: items -> one left-padded processor batch with query-span and answer masks (``build_batch``).
+- ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
+  head-set intervention.
+"""
+
+from helpers.engine.adapters import Adapter, adapter_for
+from helpers.engine.attention import ATTENTION, HIDE, Intervention, Read, Recording, probe
+from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
+from helpers.engine.inputs import Batch, build_batch
+from helpers.engine.loading import LoadedModel, load_model, wrap_model
+
+__all__ = [
+    "ATTENTION",
+    "HIDE",
+    "Adapter",
+    "Batch",
+    "Intervention",
+    "LoadedModel",
+    "Read",
+    "Recording",
+    "adapter_for",
+    "build_batch",
+    "expand_item",
+    "heads_to_mask",
+    "load_model",
+    "probe",
+    "run_head_sets",
+    "stack_head_sets",
+    "wrap_model",
+]

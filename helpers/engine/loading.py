@@ -1,0 +1,77 @@
+"""Load a VLM (hub id, local folder, or the embedded "toy") with the head-probe engine on its text backbone."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+from helpers import paths
+from helpers.engine.adapters import Adapter, adapter_for
+from helpers.engine.attention import ATTENTION
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    processor: object | None
+    adapter: Adapter
+    name: str
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def attn_implementation_for(config) -> dict:
+    """Head-probe attention on the text backbone, sdpa on the vision tower."""
+    return {"text_config": ATTENTION, "vision_config": "sdpa"}
+
+
+def load_model(
+    name_or_path: str, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
+) -> LoadedModel:
+    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on."""
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
+    path = str(paths.TOY_MODEL) if name_or_path == "toy" else name_or_path
+    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
+        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    adapter = adapter_for(config)
+    model = (
+        AutoModelForImageTextToText.from_pretrained(
+            path,
+            dtype=DTYPES[dtype],
+            attn_implementation=attn_implementation_for(config),
+            trust_remote_code=trust_remote_code,
+        )
+        .to(device)
+        .eval()
+    )
+    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path)
+
+
+def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:
+    """A LoadedModel around a model built in memory (tests, benchmarks); it must run head-probe attention."""
+    return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)
+
+
+def model_fingerprint(lm: LoadedModel) -> str:
+    """Identity of the weights for cache keys: a hub id as given; a local folder (or "toy") by its
+    weight files' names, sizes and first/last MiB, so a retrained model gets new cache entries."""
+    folder = paths.TOY_MODEL if lm.name == "toy" else Path(lm.name)
+    if not folder.is_dir():
+        return lm.name
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            digest.update(f"{path.name}:{size}".encode() + handle.read(2**20))
+            handle.seek(max(0, size - 2**20))
+            digest.update(handle.read())
+    return f"{lm.name}@{digest.hexdigest()[:12]}"
