@@ -1,13 +1,11 @@
-"""Writers for figures (png + pdf) and tables (csv + tex); plotting functions live beside the notebook
-that needs them (`helpers/*_figures.py`) and call these to save."""
+"""Writers for figures (png + pdf) and tables (csv + tex). Notebooks call them through helpers/report.py,
+which also shows each figure and table inline. The matplotlib backend is left to the front end (inline
+in Jupyter and papermill; Agg, chosen by matplotlib itself, where there is no display)."""
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
 # Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
 _PDF_METADATA = {"CreationDate": None, "Creator": "visual-heads companion", "Producer": None}
