@@ -155,10 +155,9 @@ def test_mask_and_steer_match_eager_reference(family, bias):
 def _attention_outputs(lm, inputs):
     """Per-head attention outputs [B, T, H, D] of every layer (the o_proj input)."""
     seen = []
-    hooks = [
-        m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
-        for m in lm.adapter.attention_modules(lm.model)
-    ]
+    modules = lm.adapter.attention_modules(lm.model)
+    projections = [getattr(m, "o_proj", None) or m.out_proj for m in modules]  # LFM2 names it out_proj
+    hooks = [p.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone())) for p in projections]
     try:
         lm.model(**inputs)
     finally:
@@ -301,3 +300,30 @@ def test_run_head_sets_guards():
         run_head_sets(lm, item, heads, image, HIDE)
     with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):
         run_head_sets(lm, item, heads, torch.zeros_like(image[:1]), HIDE)
+
+
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@torch.no_grad()
+def test_intervention_under_generate_matches_eager_reference(family, bias, request):
+    name, lm, _, oracle, inputs = family
+    if name == "gemma4":  # its decode positions are being fixed on another branch: drop this mark once merged
+        request.applymarker(pytest.mark.xfail(strict=True, reason="Gemma 4 generate positions"))
+    T, new = inputs["input_ids"].shape[1], 3
+    heads = _head_set(lm, 2)  # [B, L, H]
+    keys = torch.nn.functional.pad(_groups(lm, inputs)["first_half"], (0, new))  # [B, T + new]
+    rows = torch.zeros(2, T + new, dtype=torch.bool)
+    rows[:, T - 2 :] = True  # the prompt's last two rows and every generated one
+    settings = dict(max_new_tokens=new, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    _oracle_bias.clear()
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):
+        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+    try:
+        expected = oracle.generate(**inputs, **settings)
+    finally:
+        _oracle_bias.clear()
+    clean = lm.model.generate(**inputs, **settings)
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+        steered = lm.model.generate(**inputs, **settings)
+    torch.testing.assert_close(torch.stack(steered.scores), torch.stack(expected.scores), atol=1e-5, rtol=0)
+    assert torch.equal(steered.sequences, expected.sequences)
+    assert (torch.stack(steered.scores) - torch.stack(clean.scores)).abs().max() > 1e-4
