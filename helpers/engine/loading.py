@@ -30,10 +30,13 @@ def attn_implementation_for(config, name: str = ATTENTION) -> dict:
     accepts: {"text_config": name} for most families, nested for a text config deeper down, {"": name} for a
     config that is its own text config. Every other sub-config (the vision tower) keeps transformers' default,
     sdpa where it supports it."""
+    path = text_config_path(config)
+    if not path:  # the config is its own text config
+        return {"": name}
     spec = name
-    for key in reversed(text_config_path(config)):
+    for key in reversed(path):
         spec = {key: spec}
-    return spec if isinstance(spec, dict) else {"": name}
+    return spec
 
 
 def load_model(
