@@ -251,3 +251,11 @@ def test_load_generic_family_from_a_saved_folder(tmp_path):
     with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
         lm.model(**inputs)
     assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
+
+
+def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monkeypatch):
+    lm = wrap_model(tiny_model("idefics3", ATTENTION))
+    backbone = type(lm.model.model.text_model)
+    monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
+    with pytest.raises(ValueError, match="LlamaModel does not route attention through transformers' attention"):
+        lm.adapter.attention_modules(lm.model)
