@@ -1,8 +1,8 @@
 """Tiny random-weight VLMs of each supported family, built locally (no hub), plus matching inputs.
 
 ``tiny_model(family, attn)`` builds a model whose text backbone runs ``attn`` (the vision tower
-runs sdpa); the same ``seed`` gives the same weights for every ``attn``, so an eager oracle and the
-head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
+runs transformers' default, sdpa); the same ``seed`` gives the same weights for every ``attn``, so an
+eager oracle and the head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
 batch with one image per row (random pixels), as the family's processor would lay it out.
 ``GENERIC_FAMILIES`` have no hand-written adapter: they run on the generic one.
 """
@@ -307,7 +307,7 @@ GENERIC_FAMILIES = ("paligemma", "mistral3", "idefics3", "aya_vision", "lfm2_vl"
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
-    """A tiny random model of ``family``; its text backbone runs ``attn``, its vision tower sdpa."""
+    """A tiny random model of ``family``; its text backbone runs ``attn``, its vision tower sdpa (the default)."""
     config = CONFIGS[family]()
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, attn_implementation=attn_implementation_for(config, attn))
@@ -341,7 +341,14 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
         }
     if family == "internvl":
         return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
-    side = vision.image_size if family != "lfm2_vl" else 28
+    if family == "lfm2_vl":  # flattened patches [batch, patches, 3 p p] and their grid (patches per edge)
+        edge = int(vision.num_patches**0.5)
+        return (edge // config.downsample_factor) ** 2, {
+            "pixel_values": torch.randn(1, edge**2, 3 * vision.patch_size**2),
+            "spatial_shapes": torch.tensor([[edge, edge]]),
+            "pixel_attention_mask": torch.ones(1, edge**2, dtype=torch.long),
+        }
+    side = vision.image_size
     patches = side // vision.patch_size  # per edge
     if family == "paligemma":
         return patches**2, {"pixel_values": torch.randn(1, 3, side, side)}
@@ -354,12 +361,6 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
         return patches**2 // config.scale_factor**2, {"pixel_values": torch.randn(1, 1, 3, side, side)}
     if family == "aya_vision":
         return (patches // config.downsample_factor) ** 2, {"pixel_values": torch.randn(1, 3, side, side)}
-    if family == "lfm2_vl":  # flattened patches [batch, patches, 3 p p] and their grid
-        return (patches // config.downsample_factor) ** 2, {
-            "pixel_values": torch.randn(1, patches**2, 3 * vision.patch_size**2),
-            "spatial_shapes": torch.tensor([[patches, patches]]),
-            "pixel_attention_mask": torch.ones(1, patches**2, dtype=torch.long),
-        }
     raise ValueError(f"no tiny inputs for {family!r}")
 
 
