@@ -112,8 +112,9 @@ report.figure(fig, "fig03_cers", P.out_dir)
 # %% [markdown]
 # ## Table 18: CERS against the steering strength β
 # Four settings (referring + query span and ordinal + last token, both corpora); S and the mean
-# [min, max] of its first 5 layer-matched random sets. β is an additive logit bias: small values
-# nudge, large ones make the steered cell take nearly all of the steered heads' attention.
+# [min, max] of its first 5 layer-matched random sets (R in its column; fewer in a smoke run). β is an
+# additive logit bias: small values nudge, large ones make the steered cell take nearly all of the
+# steered heads' attention.
 
 # %%
 sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
@@ -127,6 +128,7 @@ for s in sweep_settings:
             {
                 "setting": s,
                 "beta": b,
+                "R": n_sweep,
                 "S": values[0],
                 "random mean": values[1:].mean(),
                 "random min": values[1:].min(),

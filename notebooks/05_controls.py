@@ -98,7 +98,7 @@ print(
 # ## Table 9: rank p against layer-matched (A) and layer- and attention-matched (B) random sets
 # B replaces each head of S by one of the three heads of its layer whose image-attention mass (on the
 # items the score is measured on) is nearest to its own. If S's advantage were only "heads that look
-# at the image", it would vanish against B.
+# at the image", it would vanish against B. R sets of each kind (R = 20 in both profiles; its column).
 
 # %%
 R9 = protocol.n_random(P, "table09")
@@ -159,7 +159,7 @@ holm_p = table3_ncs["p"].copy()
 holm_r = table3_ncs["R"].copy()
 holm_p[table10.setting], holm_r[table10.setting] = table10.p.values, R10
 table10["p Holm (12 settings)"] = holm(holm_p.values)[[holm_p.index.get_loc(s) for s in table10.setting]]
-table10["Holm R's"] = ", ".join(f"{r} x{n}" for r, n in holm_r.value_counts().sort_index().items())
+table10["Holm R's"] = ", ".join(f"{r} ({n} settings)" for r, n in holm_r.value_counts().sort_index().items())
 paper10 = report.reference("table10_large_r")
 table10 = table10.merge(paper10, on="setting", how="left")
 table10["paper z"] = (table10.paper_NCS - table10.paper_random_mean) / table10.paper_random_sd
@@ -299,7 +299,7 @@ table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir,
 # ## Table 17: image-attention mass of the sets, and does it predict CERS?
 # Mass: each head's attention from the grid prompt's question and option rows to the image, summarised
 # over the set's heads. ρ: Spearman correlation across the layer-matched random sets between a mass
-# statistic and the set's CERS (notebook 03's runs, read from the cache).
+# statistic and the set's CERS (notebook 03's runs, read from the cache), over R sets (its column).
 
 # %%
 R17 = protocol.n_random(P, "table17")

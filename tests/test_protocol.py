@@ -77,7 +77,7 @@ def _fixture_tables(out_dir, cers_p=0.2, holm_p=0.048):
             "z": [30.0, 1000.0],
             "z capped": [False, True],
             "p Holm (12 settings)": [holm_p, holm_p],
-            "Holm R's": "20 x10, 250 x2",
+            "Holm R's": "20 (10 settings), 250 (2 settings)",
         }
     ).to_csv(out_dir / "table10_large_r.csv", index=False)
 
@@ -89,6 +89,10 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
     assert table.loc["ref-qsp far above random", "this run"] == 30.0
     assert "capped" in table.loc["ref-qsp far above random", "detail"]
     assert table.loc["Holm at R = 250", "this run"] == 0.048
+    assert (
+        table.loc["Holm at R = 250", "detail"]
+        == "Holm over 12 settings at R = 20 (10 settings), 250 (2 settings): 0.048, 0.048"
+    )
     assert table.loc["any-layer sets span S", "this run"] == 1.0  # 0.5 lies above the any-layer max
     expected = {
         "source overlap": "yes",
