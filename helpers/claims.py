@@ -110,7 +110,7 @@ CLAIMS = (
           _source_contrast),
     Claim("ref-qsp far above random", "the two referring + query-span sets lie far above 250 random sets",
           _paper_z, "table10_large_r", "both z >= 17 (the paper's lower bound)", _large_r_z),
-    Claim("Holm at R = 250", "the two referring + query-span sets survive Holm across the 12 settings",
+    Claim("Holm across 12 settings", "the two referring + query-span sets survive Holm across the 12 settings",
           "0.048", "table10_large_r", "Holm-adjusted p <= .05 for both", _holm),
     Claim("no steering advantage", "no discovered set steers better than its layer-matched random sets",
           "rank p >= 0.14", "table03_cers", "every setting's CERS rank p >= .14", _cers_rank_p),

@@ -56,7 +56,7 @@ from helpers.steering import cers, symmetric_cers
 P = params.gather(globals(), "03_cers")
 exp = Experiment(P)
 R = protocol.n_random(P, "table03_cers")
-print(exp.describe(), f"; R = {R} layer-matched and {R} any-layer random sets per setting; β = {P.beta:g}")
+print(f"{exp.describe()}; R = {R} layer-matched and {R} any-layer random sets per setting; β = {P.beta:g}")
 
 # %% [markdown]
 # ## Table 3 (CERS half): every setting against its layer-matched and any-layer random sets

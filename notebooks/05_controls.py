@@ -205,7 +205,8 @@ report.figure(fig, "table12_generic_damage", P.out_dir)
 # %% [markdown]
 # ## Table 13: at which attention rows does the image mask act?
 # The COCO-like query-span sets, flat top-k and top-k per layer, with the image hidden from the set at
-# all rows, at the image tokens' own rows, at the question and option rows, or at the last row only.
+# all rows, at the image tokens' own rows, at the question and option rows, or at the last row only;
+# each against R layer-matched random sets (its column), S with a 95% t-interval over items.
 
 # %%
 per_layer = exp.head_sets("_per_layer")

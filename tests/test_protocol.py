@@ -88,9 +88,9 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
     assert table.loc["source overlap", "this run"] == pytest.approx(45.0)
     assert table.loc["ref-qsp far above random", "this run"] == 30.0
     assert "capped" in table.loc["ref-qsp far above random", "detail"]
-    assert table.loc["Holm at R = 250", "this run"] == 0.048
+    assert table.loc["Holm across 12 settings", "this run"] == 0.048
     assert (
-        table.loc["Holm at R = 250", "detail"]
+        table.loc["Holm across 12 settings", "detail"]
         == "Holm over 12 settings at R = 20 (10 settings), 250 (2 settings): 0.048, 0.048"
     )
     assert table.loc["any-layer sets span S", "this run"] == 1.0  # 0.5 lies above the any-layer max
@@ -101,7 +101,7 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
         "half-split overlap": "yes",
         "necessity follows the source": "yes",
         "ref-qsp far above random": "yes",
-        "Holm at R = 250": "yes",
+        "Holm across 12 settings": "yes",
         "no steering advantage": "yes",
         "any-layer sets span S": "no",
     }
@@ -110,7 +110,9 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
 
     _fixture_tables(tmp_path, cers_p=1 / 21, holm_p=0.571)
     table = claims.claims(tmp_path).set_index("claim")
-    assert table.loc["no steering advantage", "holds"] == "no" and table.loc["Holm at R = 250", "holds"] == "no"
+    assert (
+        table.loc["no steering advantage", "holds"] == "no" and table.loc["Holm across 12 settings", "holds"] == "no"
+    )
 
 
 def test_results_md_holds_the_claims_and_headlines(tmp_path):
