@@ -51,7 +51,7 @@ def test_runner_names_the_notebook_that_writes_a_missing_out_read(tmp_path):
     run.check_inputs(source, folders, ["02_overlap", "03_cers", "04_ncs"])  # made earlier in this run
 
 
-def _fixture_tables(out_dir, cers_p=0.2, holm_p=0.048):
+def _fixture_tables(out_dir, cers_p=0.2, holm_p=0.048, cers_r=20):
     """Small tables of the shape notebooks 02-05 write, with chosen numbers."""
     pd.DataFrame(
         {"comparison": ["source", "query", "corpus", "half-split"], "median share of k": [0.45, 0.6, 0.8, 0.9]}
@@ -61,7 +61,14 @@ def _fixture_tables(out_dir, cers_p=0.2, holm_p=0.048):
     )
     settings = ["cm-ord-last", "co-ref-qsp"]
     pd.DataFrame(
-        {"setting": settings, "S": [0.1, 0.5], "R": 20, "p": [cers_p, 0.5], "any-layer min": 0.0, "any-layer max": 0.3}
+        {
+            "setting": settings,
+            "S": [0.1, 0.5],
+            "R": cers_r,
+            "p": [cers_p, 0.5],
+            "any-layer min": 0.0,
+            "any-layer max": 0.3,
+        }
     ).to_csv(out_dir / "table03_cers.csv", index=False)
     pd.DataFrame(
         {"setting": settings, "S": [0.02, 0.4], "R": [20, 250], "p": [0.3, 1 / 251], "p Holm": [1, 0.05]}
@@ -113,6 +120,10 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
     assert (
         table.loc["no steering advantage", "holds"] == "no" and table.loc["Holm across 12 settings", "holds"] == "no"
     )
+
+    _fixture_tables(tmp_path, cers_r=3)  # p = .2 is above .14 even at the floor 1/4: the claim cannot fail there
+    verdict = claims.claims(tmp_path).set_index("claim").loc["no steering advantage", "holds"]
+    assert verdict == "not testable at this R"
 
 
 def test_results_md_holds_the_claims_and_headlines(tmp_path):
