@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpers.files import atomic_write
+
 
 def to_list(mask: np.ndarray, scores: np.ndarray) -> list[list[int]]:
     """Heads of a bool mask [L, H], best score first -> [[layer, head], ...]."""
@@ -41,10 +43,7 @@ def save(path: Path, *, model: str, setting: str, selection: str, mask: np.ndarr
         "heads": heads,
         "scores": [round(float(scores[l, h]), 6) for l, h in heads],
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1))
-    return path
+    return atomic_write(Path(path), json.dumps(record, indent=1))
 
 
 def load(path: Path) -> dict:

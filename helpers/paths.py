@@ -9,5 +9,6 @@ PAPER_FIGURES = ROOT / "paper_figures"  # committed outputs of the default `make
 REFERENCE = PAPER_FIGURES / "reference"  # the paper's published numbers, as reference data
 BUILD = ROOT / "build"  # executed notebooks, smoke-run outputs (git-ignored)
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameter hash (git-ignored)
+FINGERPRINTS = ROOT / ".cache" / "fingerprints.json"  # content hashes of model and corpus files (helpers.files)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
 BENCH_OUT = BUILD / "bench"
