@@ -26,18 +26,21 @@ _oracle_bias = {}  # candidate layer -> (heads [B, H] bool, rows [B, q] bool, ke
 
 
 def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """Eager attention written out, with the intervention's bias added by hand to the chosen heads only."""
+    """Eager attention written out, with the intervention's bias added by hand to the chosen heads only, on the
+    chosen keys each row can see (a full forward without cache: query row q and key q are position q)."""
     key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
     scores = query @ key.transpose(2, 3) * scaling + attention_mask  # [B, H, q, k]
     if module.layer_idx in _oracle_bias:
         heads, rows, keys, bias = _oracle_bias[module.layer_idx]
         q_len, k_len = scores.shape[2:]
-        rows, keys = rows[:, k_len - q_len : k_len], keys[:, :k_len]
+        assert q_len == k_len, "the oracle runs full forwards only (compare generate with a teacher-forced forward)"
+        visible = attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
+        rows, keys = rows[:, :q_len], keys[:, :k_len]
         for b in range(scores.shape[0]):
             for h in heads[b].nonzero().flatten().tolist():
                 for q in rows[b].nonzero().flatten().tolist():
-                    scores[b, h, q, keys[b]] = scores[b, h, q, keys[b]] + bias[b]
-        scores = scores.clamp(min=torch.finfo(scores.dtype).min)
+                    chosen = keys[b] & visible[b, q]
+                    scores[b, h, q, chosen] = scores[b, h, q, chosen] + bias[b]
     weights = scores.softmax(-1)
     return (weights @ value).transpose(1, 2).contiguous(), weights
 
@@ -104,20 +107,126 @@ def test_read_matches_eager_decode(family):
     name, lm, eager, _, inputs = family
     T = inputs["input_ids"].shape[1]
     rows = torch.zeros(2, T + 3, dtype=torch.bool)
-    rows[:, [T, T + 1]] = True  # generated tokens only: decode steps
+    rows[:, [T - 3, T - 1, T, T + 1]] = True  # prompt rows (prefill) and generated tokens (decode steps)
     groups = _groups(lm, inputs)
     with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
         generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
-    full = dict(
-        inputs,
-        input_ids=generated,
-        attention_mask=torch.cat([inputs["attention_mask"], torch.ones(2, 3, dtype=torch.long)], 1),
-    )
+    reference = eager(**_teacher_forced(inputs, generated), output_attentions=True)
+    error = (rec.mass - _eager_mass(reference.attentions, groups, rows)).abs().max()
+    assert error < 1e-5, float(error)
+
+
+def _teacher_forced(inputs, generated):
+    """The prompt inputs with the generated tokens appended: one full forward that replays generate."""
+    new = generated.shape[1] - inputs["input_ids"].shape[1]
+    full = dict(inputs, input_ids=generated)
+    full["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones(2, new, dtype=torch.long)], 1)
     for extra in ("mm_token_type_ids", "token_type_ids"):
         if extra in inputs:
-            full[extra] = torch.cat([inputs[extra], torch.zeros(2, 3, dtype=torch.long)], 1)
-    reference = eager(**full, output_attentions=True)
-    torch.testing.assert_close(rec.mass, _eager_mass(reference.attentions, groups, rows), atol=1e-5, rtol=0)
+            full[extra] = torch.cat([inputs[extra], torch.zeros(2, new, dtype=torch.long)], 1)
+    return full
+
+
+def _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias):
+    """The oracle's logits [B, T, V] with the intervention written into its eager attention by hand."""
+    width = inputs["input_ids"].shape[1]
+    rows, keys = [torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in (rows, keys)]  # [B, width]
+    _oracle_bias.clear()
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):  # oracle: decoder-layer index
+        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias] * heads.shape[0]))
+    try:
+        return oracle(**inputs).logits
+    finally:
+        _oracle_bias.clear()
+
+
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@torch.no_grad()
+def test_steer_under_generate_matches_the_oracle(family, bias):
+    """Every generate step (prefill with logits_to_keep, sliding-window and KV-shared decode) against the
+    oracle's teacher-forced forward over prompt + generated tokens."""
+    name, lm, _, oracle, inputs = family
+    T = inputs["input_ids"].shape[1]
+    heads = _head_set(lm, 2)
+    keys = _groups(lm, inputs)["first_half"]
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows="all")):
+        out = lm.model.generate(
+            **inputs, max_new_tokens=4, do_sample=False, output_logits=True, return_dict_in_generate=True
+        )
+    clean = lm.model.generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
+                              return_dict_in_generate=True).logits[0]  # fmt: skip
+    full = _teacher_forced(inputs, out.sequences)
+    rows = full["attention_mask"].bool()
+    expected = _oracle_logits(lm, oracle, full, heads, rows, keys, bias)  # [B, T + 4, V]
+    steps = torch.stack(out.logits, 1)  # [B, 4, V]
+    error = (steps - expected[:, T - 1 : T + 3]).abs().max()
+    assert error < 1e-5, float(error)
+    assert (steps[:, 0] - clean).abs().max() > 1e-4  # the intervention moved the first generated token
+
+
+def _cast(inputs, dtype):
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
+
+
+@torch.no_grad()
+def test_bf16_read_is_close_to_fp32_eager(family):
+    name, lm, eager, _, inputs = family
+    half = wrap_model(tiny_model(name, ATTENTION).to(torch.bfloat16))
+    T = inputs["input_ids"].shape[1]
+    rows = torch.zeros(2, T, dtype=torch.bool)
+    rows[:, T - 4 :] = True
+    groups = _groups(lm, inputs)
+    with probe(half, read=Read(rows=rows, groups=groups)) as rec:
+        half.model(**_cast(inputs, torch.bfloat16))
+    expected = _eager_mass(eager(**inputs, output_attentions=True).attentions, groups, rows)
+    error = (rec.mass.float() - expected).abs().max()
+    assert error < 1e-2, float(error)
+
+
+def _check_against_eager_and_oracle(lm, eager, oracle, inputs, keys="first_half"):
+    """Read (every real row) and HIDE / steer of the key group `keys` (the last 3 rows) against eager and
+    the oracle; max errors."""
+    T = inputs["input_ids"].shape[1]
+    groups = _groups(lm, inputs)
+    real = inputs["attention_mask"].bool()
+    with probe(lm, read=Read(rows=real, groups=groups)) as rec:
+        lm.model(**inputs)
+    read_error = (rec.mass - _eager_mass(eager(**inputs, output_attentions=True).attentions, groups, real)).abs().max()
+    rows = torch.zeros_like(real)
+    rows[:, T - 3 :] = True
+    heads = _head_set(lm, 2)
+    errors = [float(read_error)]
+    for bias in (HIDE, 2.5):
+        with probe(lm, intervene=Intervention(heads=heads, keys=groups[keys], bias=bias, rows=rows)):
+            steered = lm.model(**inputs).logits
+        expected = _oracle_logits(lm, oracle, inputs, heads, rows, groups[keys], bias)
+        errors.append(float((steered - expected).abs().max()))
+    return errors
+
+
+@torch.no_grad()
+def test_two_images_in_one_prompt(family):
+    name, lm, eager, oracle, _ = family
+    inputs = tiny_inputs(name, lm.model, n_images=2)
+    assert (lm.adapter.image_positions(inputs["input_ids"]).sum(1) == 2 * _image_count(lm, name)).all()
+    errors = _check_against_eager_and_oracle(lm, eager, oracle, inputs, keys="image")  # both images
+    assert max(errors) < 1e-5, errors
+
+
+def _image_count(lm, name):
+    return int(lm.adapter.image_positions(tiny_inputs(name, lm.model)["input_ids"]).sum(1)[0])
+
+
+@pytest.mark.parametrize("name", ["qwen3_vl", "qwen2_5_vl"])
+@torch.no_grad()
+def test_mixed_image_sizes_with_left_padding(name):
+    lm = wrap_model(tiny_model(name, ATTENTION))
+    eager, oracle = tiny_model(name, "eager"), tiny_model(name, ORACLE)
+    inputs = tiny_inputs(name, lm.model, lengths=(3, 6), grids=[(4, 6), (2, 4)])  # 6 and 2 image tokens
+    assert lm.adapter.image_positions(inputs["input_ids"]).sum(1).tolist() == [6, 2]
+    assert inputs["attention_mask"][1].sum() < inputs["attention_mask"].shape[1]  # row 1 is left-padded
+    errors = _check_against_eager_and_oracle(lm, eager, oracle, inputs)
+    assert max(errors) < 1e-5, errors
 
 
 def _head_set(lm, batch):
@@ -136,13 +245,7 @@ def test_mask_and_steer_match_eager_reference(family, bias):
     keys = _groups(lm, inputs)["first_half"]
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 3 :] = True
-    _oracle_bias.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):  # oracle: decoder-layer index
-        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
-    try:
-        expected = oracle(**inputs).logits
-    finally:
-        _oracle_bias.clear()
+    expected = _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias)
     clean = lm.model(**inputs).logits
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
         steered = lm.model(**inputs).logits
@@ -277,6 +380,43 @@ def test_guards(family):
     with pytest.raises(ValueError, match="batch size 2, the forward has batch size 4"):
         with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
             lm.model(**{k: torch.cat([v, v]) for k, v in inputs.items()})
+
+
+@torch.no_grad()
+def test_selections_that_cannot_take_effect_are_refused(family):
+    """HIDE of every key a row sees, keys that are pads / beyond T / in every chosen row's future, pad rows."""
+    name, lm, _, _, inputs = family
+    T = inputs["input_ids"].shape[1]
+    real = inputs["attention_mask"].bool()  # row 1 is left-padded, row 0 is not
+    pads = ~real
+    heads = stack_head_sets(lm.adapter, [[], [(1, 0)]])  # only batch row 1 carries a head
+    last = torch.zeros_like(real)
+    last[:, T - 1] = True
+    with pytest.raises(ValueError, match=r"hides every key that query row \d+ of batch row 1 can see .*layer 1"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=HIDE, rows=last)):
+            lm.model(**inputs)
+    with pytest.raises(ValueError, match=r"no chosen row of batch row\(s\) \[1\] can see any selected key"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=pads, bias=HIDE)):
+            lm.model(**inputs)
+    beyond = torch.zeros(2, T + 3, dtype=torch.bool)
+    beyond[:, T:] = True
+    with pytest.raises(ValueError, match=r"no chosen row of batch row\(s\) \[1\] can see any selected key"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=beyond, bias=2.0)):
+            lm.model(**inputs)
+    early = torch.zeros_like(real)
+    early[:, T - 4] = True
+    with pytest.raises(ValueError, match=r"no chosen row of batch row\(s\) \[1\] can see any selected key"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=last, bias=2.0, rows=early)):  # keys in the future
+            lm.model(**inputs)
+    with pytest.raises(RuntimeError, match=r"rows never occurred in batch row\(s\) \[1\].*pad rows"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=2.0, rows=pads)):
+            lm.model(**inputs)
+    blind = torch.zeros(2, T + 1, dtype=torch.bool)
+    blind[0, T] = True  # beyond the sequence
+    blind[1, :T] = pads[1]
+    with pytest.raises(ValueError, match=r"key group 'blind' holds no key that any row of batch row\(s\) \[0, 1\]"):
+        with probe(lm, read=Read(rows=last, groups={"blind": blind})):
+            lm.model(**inputs)
 
 
 def test_model_without_the_engine_is_refused():
