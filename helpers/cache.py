@@ -4,31 +4,37 @@ Entries are `.npz` files of named arrays plus a JSON header, loaded with `allow_
 on disk can execute code), written atomically (`helpers.files.atomic_write`: temp file + rename) so a
 killed run never leaves a half-written entry under a valid name. A truncated or corrupt entry is
 detected on load, removed and recomputed. `cached_chunks` splits a long per-item computation into
-chunks, so a rerun after a crash recomputes only the missing ones.
+chunks, so a rerun after a crash recomputes only the missing ones; a progress bar counts the chunks
+already on disk as done.
 """
 
 import ast
 import functools
 import hashlib
 import json
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from helpers.files import atomic_write
 
 _HEADER = "__header__"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
+NOT_RESULTS = frozenset({"helpers.cache", "helpers.paths"})  # modules whose code never changes a result
 
 
 def code_version(module_name: str) -> str:
     """Short hash of the code of project module `module_name` and of every project module it imports,
     transitively (found from the import statements), so a result is recomputed when any code it ran
-    changed. Docstrings and comments are not part of the hash: editing them reuses the cache."""
+    changed. Docstrings and comments are not part of the hash: editing them reuses the cache. The cache
+    machinery and the path table (NOT_RESULTS) decide where results are kept, not what they are, and are
+    left out."""
     digest = hashlib.sha256()
-    for name in sorted(_project_imports(module_name)):
+    for name in sorted(_project_imports(module_name) - NOT_RESULTS):
         digest.update(f"{name}\n{_code_text(_module_path(name))}\n".encode())
     return digest.hexdigest()[:12]
 
@@ -164,12 +170,24 @@ class ResultCache:
         Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one."""
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
-        parts = [
-            self.get_or_compute(
-                name,
-                {**params, "chunk": [start, min(start + chunk_size, n_items)]},
-                lambda s=start: compute(s, min(s + chunk_size, n_items)),
-            )
-            for start in range(0, n_items, chunk_size)
-        ]
+        bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
+        parts = [None] * len(bounds)
+        for i, (start, stop) in enumerate(bounds):  # what is on disk first, so the bar's ETA is the work left
+            parts[i] = self.load(name, {**params, "chunk": [start, stop]})
+        done = sum(part is not None for part in parts)
+        with tqdm(
+            total=len(bounds),
+            initial=done,
+            desc=name,
+            unit="chunk",
+            file=sys.stderr,
+            mininterval=2,
+            disable=done == len(bounds),
+        ) as bar:
+            for i, (start, stop) in enumerate(bounds):
+                if parts[i] is None:
+                    parts[i] = self.get_or_compute(
+                        name, {**params, "chunk": [start, stop]}, lambda a=start, b=stop: compute(a, b)
+                    )
+                    bar.update()
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

@@ -17,66 +17,6 @@ PAPER_K, PAPER_N_HEADS = 100, 36 * 32
 PAPER_K_SHARE = PAPER_K / PAPER_N_HEADS  # ~0.087
 
 
-# What each notebook writes into out_dir (default paper_figures/): figures as .png + .pdf, tables as
-# .csv + .tex. The smoke test checks that every name listed here is written.
-OUTPUTS = {
-    "00_design": {
-        "design_grid": "figure",
-        "design_settings": "table",
-        "design_model": "table",
-        "example_stimuli": "figure",
-    },
-    "01_discovery": {
-        "discovery_accuracy": "table",
-        "discovery_headsets": "table",
-        "discovery_score_maps": "figure",
-        "discovery_strip_overview": "figure",
-        "discovery_scores.csv": "file",
-        "headsets/": "folder of 24 head-set files",
-    },
-    "02_overlap": {
-        "fig02_overlap_matrix": "figure + table",
-        "table01_overlap_by_factor": "table",
-        "table20_overlap_vs_ceiling": "table",
-        "table21_crossover_overlap": "table",
-        "fig06_topk_curve_ref_qsp": "figure + table",
-        "fig07_chance_overlap": "figure + table",
-    },
-    "03_cers": {
-        "table03_cers": "table",
-        "fig03_cers": "figure",
-        "table18_cers_vs_beta": "table",
-        "fig18_cers_vs_beta": "figure",
-    },
-    "04_ncs": {
-        "table03_ncs": "table",
-        "table11_ncs_arms": "table",
-        "fig03_ncs": "figure",
-        "ncs_source_contrast": "table",
-        "table05_ncs_rows": "table",
-        "table06_ncs_grid": "table",
-        "fig06_ncs_grid": "figure",
-    },
-    "05_controls": {
-        "table09_rank_p": "table",
-        "table10_large_r": "table",
-        "table12_generic_damage": "table",
-        "fig12_generic_damage": "figure",
-        "table13_ncs_rows": "table",
-        "table14_ncs_vs_k": "table",
-        "fig14_ncs_vs_k": "figure",
-        "table15_shared_heads": "table",
-        "table17_mass_cers": "table",
-        "fig17_mass_vs_cers": "figure",
-    },
-}
-OUTPUT_SUFFIXES = {
-    "figure": (".png", ".pdf"),
-    "table": (".csv", ".tex"),
-    "figure + table": (".png", ".pdf", ".csv", ".tex"),
-}
-
-
 @dataclass(frozen=True)
 class Setting:
     corpus: str

@@ -80,6 +80,14 @@ def load_settings(
     return masks
 
 
+def save_scores(long: pd.DataFrame, path: Path) -> Path:
+    """Write 01_discovery's long score table (setting, layer, head, score), the input of load_score_maps."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    long.to_csv(path, index=False, float_format="%.6f")
+    return path
+
+
 def load_score_maps(path: Path, settings, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
     """The mean discovery scores [L, H] of `settings` from 01_discovery's long table
     (`discovery_scores.csv`: setting, layer, head, score), checked to cover every head of L x H."""

@@ -1,14 +1,19 @@
-"""Validation of the notebooks' `parameters` cells, in one place for every notebook.
+"""The notebooks' parameters: read from the `parameters` cell, validated in one place for every notebook.
 
-A notebook passes its parameters as a dict; `validate` checks each known name, applies the smoke
-sizes when `smoke` is true, and returns a namespace. A bad value stops with a message naming it and
-what is allowed.
+A notebook calls `gather(globals(), "03_cers")`: the names its parameters cell declares are collected
+(nothing is typed twice), each is checked, the smoke sizes are applied when `smoke` is true, and the
+run's folders are resolved (helpers/runs.py). A bad value stops with a message naming it and what is
+allowed.
 """
 
+import ast
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import jupytext
+
+from helpers import paths, runs
 from helpers.design import CORPORA, SETTINGS
 from helpers.engine.interventions import ROW_GROUPS
 
@@ -116,9 +121,11 @@ def _check_flag(name):
 
 def _check_dir(name):
     def check(value):
+        if value is None:
+            return None
         if isinstance(value, (str, Path)) and str(value):
             return Path(value).expanduser().resolve()
-        _fail(name, value, "use a folder path")
+        _fail(name, value, "use a folder path, or None for the run's own folder")
 
     return check
 
@@ -176,6 +183,7 @@ CHECKS = {
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
     "out_dir": _check_dir("out_dir"),
+    "data_dir": _check_dir("data_dir"),
     "cache_dir": _check_dir("cache_dir"),
     **{name: _check_size(name) for name in SIZE_MINIMUM},
 }
@@ -190,3 +198,33 @@ def validate(params: dict) -> SimpleNamespace:
     if checked.get("smoke"):
         checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
     return SimpleNamespace(**checked)
+
+
+def declared_parameters(notebook: str) -> dict:
+    """Name -> default value of the parameters cell of notebooks/<notebook>.py (plain literals only)."""
+    source = paths.NOTEBOOKS / f"{notebook}.py"
+    if not source.exists():
+        raise ParameterError(f"no notebook {source.name} in {paths.NOTEBOOKS}")
+    cells = [c for c in jupytext.read(source).cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ParameterError(f"{source.name} has {len(cells)} cells tagged 'parameters', expected one")
+    declared = {}
+    for statement in ast.parse(cells[0].source).body:
+        declared[statement.targets[0].id] = ast.literal_eval(statement.value)
+    return declared
+
+
+def gather(namespace: dict, notebook: str) -> SimpleNamespace:
+    """The parameters `notebook` declares, read from `namespace` (the notebook's globals()), validated,
+    with the run's folders resolved: `out_dir` (tables, figures), `data_dir` (files passed between
+    notebooks) and `cache_dir` (results). A folder left at None is the run's own (helpers/runs.py)."""
+    declared = declared_parameters(notebook)
+    values = {name: namespace[name] for name in declared}
+    changed = {name: value for name, value in values.items() if value != declared[name]}
+    checked = validate(values)
+    folders = runs.folders_for(checked.model, changed)
+    checked.out_dir = checked.out_dir or folders.out
+    checked.data_dir = checked.data_dir or (folders.data if values["out_dir"] is None else checked.out_dir / "data")
+    checked.cache_dir = checked.cache_dir or paths.CACHE
+    checked.notebook = notebook
+    return checked

@@ -1,14 +1,23 @@
-"""Every path the companion reads or writes, in one place (showyourwork style)."""
+"""Every path the companion reads or writes, in one place (showyourwork style).
+
+A *run* writes into one folder set (see helpers/runs.py): tables and figures, the data its notebooks
+pass to each other, and its executed notebooks. The default full run publishes: its outputs go to
+PAPER_FIGURES, its data to DATA, its executed notebooks to PAPER_FIGURES / "notebooks". Every other run
+gets a folder of its own under RUNS.
+"""
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
 NOTEBOOKS = ROOT / "notebooks"
-PAPER_FIGURES = ROOT / "paper_figures"  # committed outputs of the default `make figures` run
+PAPER_FIGURES = ROOT / "paper_figures"  # published outputs of the default full run (committed)
+PUBLISHED_NOTEBOOKS = PAPER_FIGURES / "notebooks"  # its executed notebooks, .ipynb + .html (committed)
+DATA = ROOT / "data"  # what the default run's notebooks pass to each other: head-sets, score maps (committed)
 REFERENCE = PAPER_FIGURES / "reference"  # the paper's published numbers, as reference data
-BUILD = ROOT / "build"  # executed notebooks, smoke-run outputs (git-ignored)
-CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameter hash (git-ignored)
+RUNS = ROOT / "runs"  # one folder per other run: another model, changed parameters, a subset (git-ignored)
+BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screenshots (git-ignored)
+CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
 FINGERPRINTS = ROOT / ".cache" / "fingerprints.json"  # content hashes of model and corpus files (helpers.files)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
 BENCH_OUT = BUILD / "bench"

@@ -1,25 +1,36 @@
-"""Execute the numbered notebooks in order with papermill.
+"""Execute the numbered notebooks in order with papermill, into one run folder.
 
-    python -m helpers.run                      # every notebook, default parameters -> paper_figures/
-    python -m helpers.run 01 02 -p model /path/to/model -p device cuda
-    python -m helpers.run --smoke              # small sizes, outputs under build/smoke/
+    python -m helpers.run                      # the default full run: publishes paper_figures/ and data/
+    python -m helpers.run 01 -p n_strips 40    # any other run: runs/<model>-<hash>/ (git-ignored)
+    python -m helpers.run 03 04 -p model /path/to/model -p device cuda
+    python -m helpers.run --smoke              # small sizes, into build/smoke/
+    python -m helpers.run 04 --out my_run      # an explicit run folder
 
-Each `notebooks/NN_name.py` (jupytext percent source) is converted to `.ipynb`, executed with kernel
-`python3` in `notebooks/`, and its executed copy written under `build/notebooks/` (or
-`build/smoke/notebooks/`). The first failure stops the run and names the notebook and the cell.
+Only the default configuration (the embedded toy, every notebook, no parameter changed) writes into
+paper_figures/ and data/. Each notebook (`notebooks/NN_name.py`, a jupytext percent source) is executed
+with kernel `python3` in `notebooks/`; its executed copy (.ipynb, with every output and figure, and an
+.html rendering) lands in the run's notebooks/ folder beside `run.json` (parameters, versions, the
+model's fingerprint, the time each notebook took). Before a notebook starts, the data it reads from
+earlier notebooks must exist (helpers/steps.py); the first failure stops the run and names the cell.
 """
 
 import argparse
 import ast
-import sys
+import json
+import logging
+import platform
+import subprocess
 import time
 from pathlib import Path
 
 import jupytext
+import nbformat
 import papermill
+from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from helpers import paths
+from helpers import paths, runs
+from helpers.steps import STEPS, producer
 
 
 def notebook_sources() -> list[Path]:
@@ -55,9 +66,52 @@ def to_ipynb(source: Path, target: Path) -> Path:
     return target
 
 
-def run(sources: list[Path], overrides: dict, build_dir: Path, defaults: dict | None = None) -> None:
+def check_inputs(source: Path, data_dir: Path, earlier: list[str]) -> None:
+    """Stop before `source` starts when a data file it reads is neither on disk nor made earlier in this run."""
+    step = STEPS.get(source.stem)
+    if step is None:
+        return
+    made = {f for name in earlier for f in STEPS.get(name, STEPS["00_design"]).data_writes}
+    missing = [f for f in step.data_reads if f not in made and not (data_dir / f).exists()]
+    if missing:
+        first = producer(missing[0])
+        raise SystemExit(
+            f"{source.stem} reads {len(missing)} data file(s) that {data_dir} does not hold, e.g. {missing[0]}: "
+            f"run {first} first with the same parameters (python -m helpers.run {first[:2]} ...), "
+            "or run both in one call"
+        )
+
+
+def _plan(source: Path, declared: dict, params: dict) -> str:
+    """', about N forward passes' at these parameters (cached chunks are not subtracted), or ''."""
+    step = STEPS.get(source.stem)
+    if step is None or params.get("smoke"):
+        return ""
+    values = {name: params.get(name, info["default"]) for name, info in declared.items()}
+    values = {name: parse_value(v) if isinstance(v, str) else v for name, v in values.items()}
+    count = step.planned_forwards(values)
+    return f"; about {count:,} forward passes (item x head-set copies; cached ones are read back)" if count else ""
+
+
+def _write_executed(executed: Path, notebooks_dir: Path) -> None:
+    """Move the executed notebook into the run folder and render it as HTML beside it (both atomically)."""
+    notebooks_dir.mkdir(parents=True, exist_ok=True)
+    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    tmp_html = notebooks_dir / f".{executed.stem}.html.tmp"
+    tmp_html.write_text(html)
+    executed.replace(notebooks_dir / executed.name)
+    tmp_html.replace(notebooks_dir / f"{executed.stem}.html")
+
+
+def run(
+    sources: list[Path],
+    overrides: dict,
+    build_dir: Path,
+    folders: runs.RunFolders | None = None,
+    defaults: dict | None = None,
+) -> dict:
     """Execute `sources` in order. `overrides` (the user's -p) must each be declared by some selected
-    notebook; they and `defaults` go to the notebooks that declare them."""
+    notebook; they and `defaults` go to the notebooks that declare them. Returns the timings (s) per notebook."""
     inputs = {src: to_ipynb(src, build_dir / "source" / f"{src.stem}.ipynb") for src in sources}
     declared = {src: papermill.inspect_notebook(str(nb)) for src, nb in inputs.items()}
     unused = [name for name in overrides if not any(name in params for params in declared.values())]
@@ -65,27 +119,89 @@ def run(sources: list[Path], overrides: dict, build_dir: Path, defaults: dict | 
         known = sorted({name for params in declared.values() for name in params})
         raise SystemExit(f"parameter(s) {unused} are taken by none of the selected notebooks; known: {known}")
     given = {**(defaults or {}), **overrides}
-    (build_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    if folders is not None:
+        given.update(out_dir=str(folders.out), data_dir=str(folders.data))
+    notebooks_dir = folders.notebooks if folders is not None else build_dir / "notebooks"
+    work_dir = build_dir / "executing"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    timings = {}
     for i, (src, nb) in enumerate(inputs.items(), 1):
+        if folders is not None:
+            check_inputs(src, folders.data, [s.stem for s in list(inputs)[: i - 1]])
         params = {k: v for k, v in given.items() if k in declared[src]}
-        output = build_dir / "notebooks" / f"{src.stem}.ipynb"
-        print(f"[{i}/{len(inputs)}] {src.stem} {params}", flush=True)
+        executed = work_dir / f"{src.stem}.ipynb"
+        print(f"[{i}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
         start = time.time()
         try:
             papermill.execute_notebook(
                 str(nb),
-                str(output),
+                str(executed),
                 parameters=params,
                 kernel_name="python3",
                 cwd=str(paths.NOTEBOOKS),
                 progress_bar=False,
+                log_output=True,
             )
         except PapermillExecutionError as err:
+            _write_executed(executed, notebooks_dir)
             raise SystemExit(
                 f"FAILED {src.stem}: cell {err.cell_index} (execution count {err.exec_count}): "
-                f"{err.ename}: {err.evalue}\nexecuted copy: {output}"
+                f"{err.ename}: {err.evalue}\nexecuted copy: {notebooks_dir / executed.name}"
             ) from None
-        print(f"      done in {time.time() - start:.0f} s -> {output}", flush=True)
+        timings[src.stem] = round(time.time() - start, 1)
+        _write_executed(executed, notebooks_dir)
+        print(f"      {src.stem} done in {timings[src.stem]:.0f} s -> {notebooks_dir / executed.name}", flush=True)
+    return timings
+
+
+def _versions() -> dict:
+    import torch
+    import transformers
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True).stdout
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "git_commit": commit.strip() or None,
+    }
+
+
+def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict) -> Path:
+    """run.json: the run's parameters, versions, the model's fingerprint and the seconds per notebook (merged
+    with those of earlier calls into the same folder)."""
+    model = parameters.get("model", "toy")
+    record = {
+        "parameters": parameters,
+        "model": model,
+        "model_fingerprint": model_fingerprint_of(model),
+        "versions": _versions(),
+        "seconds_per_notebook": timings,
+    }
+    previous = json.loads(folders.run_json.read_text()) if folders.run_json.exists() else {}
+    record["seconds_per_notebook"] = {**previous.get("seconds_per_notebook", {}), **timings}
+    folders.run_json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folders.run_json.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    tmp.replace(folders.run_json)
+    return folders.run_json
+
+
+def model_fingerprint_of(model: str) -> str:
+    """The model's weights fingerprint, computed from its name or folder without loading it."""
+    from types import SimpleNamespace
+
+    from helpers.engine.loading import model_fingerprint
+
+    return model_fingerprint(SimpleNamespace(name=model))
+
+
+def _resolve_paths(overrides: dict) -> dict:
+    """Folder parameters given on the command line are relative to where the user ran from."""
+    return {
+        k: str(Path(v).expanduser().resolve()) if k in runs.DIR_PARAMETERS and isinstance(v, str) else v
+        for k, v in overrides.items()
+    }
 
 
 def main(argv=None) -> None:
@@ -99,15 +215,30 @@ def main(argv=None) -> None:
         metavar=("NAME", "VALUE"),
         help="parameter override, as papermill's -p",
     )
-    parser.add_argument("--smoke", action="store_true", help="small sizes; outputs under build/smoke/")
+    parser.add_argument("--smoke", action="store_true", help="small sizes; into build/smoke/")
+    parser.add_argument(
+        "--out", help="the run folder (default: paper_figures/ for the default full run, else runs/<model>-<hash>/)"
+    )
     args = parser.parse_args(argv)
-    root = paths.BUILD / "smoke" if args.smoke else paths.BUILD
-    defaults = {"out_dir": str(paths.PAPER_FIGURES), "cache_dir": str(paths.CACHE)}
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    overrides = _resolve_paths({name: parse_value(value) for name, value in args.p})
+    sources = select(args.notebooks)
+    defaults = {"smoke": True} if args.smoke else {}
+    changed = {**defaults, **overrides}
     if args.smoke:
-        defaults = {"smoke": True, "out_dir": str(root / "paper_figures"), "cache_dir": str(root / "cache")}
-    overrides = {name: parse_value(value) for name, value in args.p}
-    run(select(args.notebooks), overrides, root, defaults)
+        folders = runs.in_folder(paths.BUILD / "smoke")
+    elif args.out:
+        folders = runs.in_folder(Path(args.out).expanduser().resolve())
+    else:
+        model = overrides.get("model", "toy")
+        full_default = len(sources) == len(notebook_sources()) and runs.is_default(model, changed)
+        folders = runs.folders_for(model, changed, publish=full_default)
+    print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
+    build_dir = paths.BUILD / "runner" / folders.out.name
+    timings = run(sources, overrides, build_dir, folders, defaults)
+    write_run_json(folders, changed, timings)
+    print(f"total {sum(timings.values()):.0f} s; {folders.run_json}", flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -25,7 +25,8 @@
 #   query-span tokens `qsp`, or the model's own answer tokens `out`, teacher-forced).
 #
 # This notebook lays out the 12 settings, describes the model in use and its head-set size `k`,
-# and shows example stimuli. Later notebooks write their outputs to `out_dir` (default `paper_figures/`).
+# and shows example stimuli. Every notebook writes into its run's folder: `paper_figures/` for the default
+# full run, `runs/<model>-<hash>/` for any other (see the README).
 
 # %% tags=["parameters"]
 model = "toy"
@@ -34,35 +35,28 @@ dtype = "float32"
 k = 0.087
 seed = 0
 smoke = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import pandas as pd
-from IPython.display import Image, display
 
-from helpers import params
-from helpers.design import OUTPUTS, k_for
+from helpers import params, report
+from helpers.design import k_for
 from helpers.engine import load_model
-from helpers.figures import save_figure, save_table
 from helpers.figures.design import design_table, plot_design_grid
 from helpers.figures.stimuli import plot_example_stimuli
+from helpers.steps import STEPS
 
-P = params.validate(
-    dict(model=model, device=device, dtype=dtype, k=k, seed=seed, smoke=smoke, out_dir=out_dir, cache_dir=cache_dir)
-)
+P = params.gather(globals(), "00_design")
 
 # %% [markdown]
 # ## The 2 x 3 x 2 design
 
 # %%
-table = design_table()
-save_table(table, "design_settings", P.out_dir)
-display(table)
-fig = plot_design_grid()
-display(fig)
-save_figure(fig, "design_grid", P.out_dir)
+report.table(design_table(), "design_settings", P.out_dir)
+report.figure(plot_design_grid(), "design_grid", P.out_dir)
 
 # %% [markdown]
 # ## The model in use
@@ -71,28 +65,27 @@ save_figure(fig, "design_grid", P.out_dir)
 
 # %%
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
-A = lm.adapter
-n_heads = len(A.candidate_layers) * A.n_heads
-K = k_for(n_heads, P.k)
+adapter = lm.adapter
+n_heads = len(adapter.candidate_layers) * adapter.n_heads
+k = k_for(n_heads, P.k)
 model_table = pd.DataFrame(
     [
         {
             "model": P.model,
-            "family": A.family,
-            "layers": A.n_layers,
-            "candidate layers": len(A.candidate_layers),
-            "query heads / layer": A.n_heads,
-            "kv heads / layer": A.n_kv_heads,
-            "head dim": A.head_dim,
+            "family": adapter.family,
+            "layers": adapter.n_layers,
+            "candidate layers": len(adapter.candidate_layers),
+            "query heads / layer": adapter.n_heads,
+            "kv heads / layer": adapter.n_kv_heads,
+            "head dim": adapter.head_dim,
             "candidate heads": n_heads,
-            "k": K,
-            "k / heads": K / n_heads,
+            "k": k,
+            "k / heads": k / n_heads,
             "paper": "Qwen3-VL-8B: 36 x 32 = 1,152 heads, k = 100",
         }
     ]
 )
-save_table(model_table, "design_model", P.out_dir)
-display(model_table.T)
+report.table(model_table, "design_model", P.out_dir)
 
 # %% [markdown]
 # ## Example stimuli
@@ -100,20 +93,22 @@ display(model_table.T)
 # matched / mismatched single images of the necessity test (NCS) and the text-solvable arm.
 
 # %%
-png, _ = plot_example_stimuli(P.out_dir, seed=P.seed)
-display(Image(str(png)))
+report.figure(plot_example_stimuli(seed=P.seed), "example_stimuli", P.out_dir)
 
 # %% [markdown]
-# ## Where the later notebooks write
-# Every figure is saved as PNG + PDF and every table as CSV + LaTeX into `out_dir`.
+# ## What each notebook reads and writes
+# Figures go out as PNG + PDF and tables as CSV + LaTeX into the run's `out_dir`; head-sets and score
+# tables, the only files one notebook passes to another, into its `data_dir`.
 
 # %%
-display(
-    pd.DataFrame(
-        [
-            {"notebook": nb, "output": name, "kind": kind}
-            for nb, outputs in OUTPUTS.items()
-            for name, kind in outputs.items()
-        ]
-    )
+pd.DataFrame(
+    [
+        {
+            "notebook": name,
+            "writes": ", ".join(step.writes),
+            "reads (data)": ", ".join(sorted({f.split("/")[0] for f in step.data_reads})) or "-",
+            "writes (data)": ", ".join(sorted({f.split("/")[0] for f in step.data_writes})) or "-",
+        }
+        for name, step in STEPS.items()
+    ]
 )

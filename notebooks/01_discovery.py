@@ -22,8 +22,8 @@
 # the heads; its head-set is the flat top-`k` (paper: 100 of 1,152 heads) or the top heads of every layer.
 #
 # Outputs: per-item, per-head scores in the result cache (notebook 02 reuses them), one head-set file
-# per setting under `out_dir/headsets/`, the score maps of all settings and a Figure 1-style view of
-# one strip.
+# per setting under the run's `data_dir/headsets/` and the long score table `data_dir/discovery_scores.csv`
+# (notebooks 03-05 read them), the score maps of all settings and a Figure 1-style view of one strip.
 
 # %% tags=["parameters"]
 model = "toy"
@@ -36,51 +36,33 @@ row_agg = "mean"
 batch_size = 16
 seed = 0
 smoke = False
-interactive = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from helpers import headsets, params
+from helpers import headsets, params, report
 from helpers.cache import ResultCache
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all, panel_profile
 from helpers.engine import load_model
-from helpers.figures import save_figure, save_table
 from helpers.figures.discovery import plot_score_maps, plot_strip_overview
 from helpers.overlap import top_k, top_k_per_layer
 from helpers.stimuli import load_corpus, strip_items
 
-P = params.validate(
-    dict(
-        model=model,
-        device=device,
-        dtype=dtype,
-        n_strips=n_strips,
-        k=k,
-        key_agg=key_agg,
-        row_agg=row_agg,
-        batch_size=batch_size,
-        seed=seed,
-        smoke=smoke,
-        interactive=interactive,
-        out_dir=out_dir,
-        cache_dir=cache_dir,
-    )
-)
+P = params.gather(globals(), "01_discovery")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
-A = lm.adapter
-n_heads = len(A.candidate_layers) * A.n_heads
-K = k_for(n_heads, P.k)
-K_PER_LAYER = max(1, round(K / len(A.candidate_layers)))
+adapter = lm.adapter
+n_heads = len(adapter.candidate_layers) * adapter.n_heads
+k_top = k_for(n_heads, P.k)
+k_per_layer = max(1, round(k_top / len(adapter.candidate_layers)))
 print(
-    f"{P.model}: {A.family}, {len(A.candidate_layers)} candidate layers x {A.n_heads} heads = {n_heads} heads; "
-    f"flat top-{K} ({K / n_heads:.1%}), top-{K_PER_LAYER} per layer"
+    f"{P.model}: {adapter.family}, {len(adapter.candidate_layers)} candidate layers x {adapter.n_heads} heads "
+    f"= {n_heads} heads; "
+    f"flat top-{k_top} ({k_top / n_heads:.1%}), top-{k_per_layer} per layer"
 )
 
 # %% [markdown]
@@ -102,8 +84,7 @@ accuracy = pd.DataFrame(
         for (c, q), v in per_item.items()
     ]
 )
-display(accuracy)
-save_table(accuracy, "discovery_accuracy", P.out_dir)
+accuracy = report.table(accuracy, "discovery_accuracy", P.out_dir)
 
 # %% [markdown]
 # ## Head-sets of the 12 settings
@@ -113,20 +94,20 @@ item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)  # setting -> [
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}  # [L, H] each
 rows = []
 for s, scores in mean_scores.items():
-    flat, per_layer = top_k(scores, K), top_k_per_layer(scores, K_PER_LAYER)
+    flat, per_layer = top_k(scores, k_top), top_k_per_layer(scores, k_per_layer)
     headsets.save(
-        P.out_dir / "headsets" / f"{s}.json",
+        P.data_dir / "headsets" / f"{s}.json",
         model=P.model,
         setting=s,
-        selection=f"flat top-{K} ({P.key_agg} mass, {P.row_agg} over rows)",
+        selection=f"flat top-{k_top} ({P.key_agg} mass, {P.row_agg} over rows)",
         mask=flat,
         scores=scores,
     )
     headsets.save(
-        P.out_dir / "headsets" / f"{s}_per_layer.json",
+        P.data_dir / "headsets" / f"{s}_per_layer.json",
         model=P.model,
         setting=s,
-        selection=f"top-{K_PER_LAYER} per layer",
+        selection=f"top-{k_per_layer} per layer",
         mask=per_layer,
         scores=scores,
     )
@@ -134,14 +115,13 @@ for s, scores in mean_scores.items():
         {
             "setting": s,
             "mean score (all heads)": scores.mean(),
-            f"mean score (top-{K})": scores[flat].mean(),
+            f"mean score (top-{k_top})": scores[flat].mean(),
             "layers of the top-k": " ".join(str(l) for l in sorted(set(np.nonzero(flat)[0]))),
             "best head": "L{}H{}".format(*np.unravel_index(scores.argmax(), scores.shape)),
         }
     )
 summary = pd.DataFrame(rows)
-display(summary)
-save_table(summary, "discovery_headsets", P.out_dir)
+summary = report.table(summary, "discovery_headsets", P.out_dir)
 long = pd.DataFrame(
     [
         {"setting": s, "layer": l, "head": h, "score": v[l, h]}
@@ -150,12 +130,11 @@ long = pd.DataFrame(
         for h in range(v.shape[1])
     ]
 )
-long.to_csv(P.out_dir / "discovery_scores.csv", index=False, float_format="%.6f")
+headsets.save_scores(long, P.data_dir / "discovery_scores.csv")
 
 # %%
-fig = plot_score_maps(mean_scores, K)
-display(fig)
-save_figure(fig, "discovery_score_maps", P.out_dir)
+fig = plot_score_maps(mean_scores, k_top)
+report.figure(fig, "discovery_score_maps", P.out_dir)
 
 # %% [markdown]
 # ## One strip, three attention sources (Figure 1, step 1)
@@ -164,7 +143,6 @@ save_figure(fig, "discovery_score_maps", P.out_dir)
 
 # %%
 item = strip_items(load_corpus("cm"), 1, P.seed + 1, "ord")[0]
-profile = panel_profile(lm, item, {src: top_k(mean_scores[f"cm-ord-{src}"], K) for src in ("last", "qsp", "out")})
-fig = plot_strip_overview(item, profile, "cm-ord", K)
-display(fig)
-save_figure(fig, "discovery_strip_overview", P.out_dir)
+profile = panel_profile(lm, item, {src: top_k(mean_scores[f"cm-ord-{src}"], k_top) for src in ("last", "qsp", "out")})
+fig = plot_strip_overview(item, profile, "cm-ord", k_top)
+report.figure(fig, "discovery_strip_overview", P.out_dir)

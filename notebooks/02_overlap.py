@@ -34,21 +34,19 @@ batch_size = 16
 n_splits = 200
 seed = 0
 smoke = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from helpers import params
+from helpers import params, report
 from helpers.cache import ResultCache
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all
 from helpers.engine import load_model
-from helpers.figures import save_figure, save_table
 from helpers.figures.overlap import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
 from helpers.overlap import (
     ceiling_table,
@@ -61,37 +59,19 @@ from helpers.overlap import (
     top_k,
     top_k_curve,
 )
-from helpers.paths import REFERENCE
 
-P = params.validate(
-    dict(
-        model=model,
-        device=device,
-        dtype=dtype,
-        n_strips=n_strips,
-        k=k,
-        k_crossover=k_crossover,
-        key_agg=key_agg,
-        row_agg=row_agg,
-        batch_size=batch_size,
-        n_splits=n_splits,
-        seed=seed,
-        smoke=smoke,
-        out_dir=out_dir,
-        cache_dir=cache_dir,
-    )
-)
+P = params.gather(globals(), "02_overlap")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
-K = k_for(n_heads, P.k)
+k_top = k_for(n_heads, P.k)
 # the paper's top-20 of 1,152 heads, scaled to this model (at least 3 heads)
-K_CROSS = k_for(n_heads, P.k_crossover) if P.k_crossover is not None else max(3, k_for(n_heads, 20 / 1152))
+k_cross = k_for(n_heads, P.k_crossover) if P.k_crossover is not None else max(3, k_for(n_heads, 20 / 1152))
 cache = ResultCache(P.cache_dir)
 per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
 item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)  # setting -> [N, L, H]
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}
 print(
-    f"{n_heads} heads, top-{K} (paper: top-100 of 1,152), {P.n_strips} strips per corpus x query, "
+    f"{n_heads} heads, top-{k_top} (paper: top-100 of 1,152), {P.n_strips} strips per corpus x query, "
     f"{P.n_splits} half-splits"
 )
 
@@ -99,18 +79,17 @@ print(
 # ## Figure 2: top-k overlap between all 12 settings
 
 # %%
-matrix = overlap_matrix(mean_scores, K)
-fig = plot_overlap_matrix(matrix, K)
-display(fig)
-save_figure(fig, "fig02_overlap_matrix", P.out_dir)
-save_table(matrix.reset_index(names="setting"), "fig02_overlap_matrix", P.out_dir, float_format="%d")
-paper_pairs = pd.read_csv(REFERENCE / "figure02_overlap_pairs.csv")
+matrix = overlap_matrix(mean_scores, k_top)
+fig = plot_overlap_matrix(matrix, k_top)
+report.figure(fig, "fig02_overlap_matrix", P.out_dir)
+report.table(matrix.reset_index(names="setting"), "fig02_overlap_matrix", P.out_dir, float_format="%d")
+paper_pairs = report.reference("figure02_overlap_pairs")
 paper_pairs["this run"] = [
     matrix.loc[a, b] if b in matrix else int(matrix.values[np.triu_indices(12, 1)].min())
     for a, b in zip(paper_pairs.a, paper_pairs.b.fillna(""))
 ]
-paper_pairs["this run / k"] = paper_pairs["this run"] / K
-display(paper_pairs)
+paper_pairs["this run / k"] = paper_pairs["this run"] / k_top
+paper_pairs
 
 # %% [markdown]
 # ## Table 1: which factor moves the head-set most?
@@ -119,14 +98,13 @@ display(paper_pairs)
 
 # %%
 splits = split_halves(P.n_strips, P.n_splits, P.seed)
-ceilings = pd.Series({s: half_split_overlaps(v, v, K, splits).mean() for s, v in item_scores.items()})
-table1 = factor_medians(matrix, ceilings, K)
-paper = pd.read_csv(REFERENCE / "table01_overlap_medians.csv")
+ceilings = pd.Series({s: half_split_overlaps(v, v, k_top, splits).mean() for s, v in item_scores.items()})
+table1 = factor_medians(matrix, ceilings, k_top)
+paper = report.reference("table01_overlap_medians")
 table1.insert(
     1, "paper (top-100 of 1,152)", paper.set_index("comparison").loc[table1.comparison, "paper_top100_overlap"].values
 )
-display(table1)
-save_table(table1, "table01_overlap_by_factor", P.out_dir)
+table1 = report.table(table1, "table01_overlap_by_factor", P.out_dir)
 order = table1.set_index("comparison")["median overlap"]
 print(
     "ordering source < query < corpus < half-split:",
@@ -140,12 +118,16 @@ print(
 
 # %%
 pairs = [(a, b) for a, b in one_factor_pairs(matrix)[["a", "b"]].itertuples(index=False)]
-table20 = ceiling_table(item_scores, pairs, K, P.n_splits, P.seed)
-paper20 = pd.read_csv(REFERENCE / "table20_ceiling.csv")
-table20 = table20.merge(paper20[["pair", "paper_shared", "paper_ceiling", "paper_fraction"]], on="pair", how="left")
+table20 = ceiling_table(item_scores, pairs, k_top, P.n_splits, P.seed)
 table20 = table20.sort_values(["what changes", "fraction"]).reset_index(drop=True)
-display(table20)
-save_table(table20, "table20_overlap_vs_ceiling", P.out_dir)
+table20 = report.table(
+    table20,
+    "table20_overlap_vs_ceiling",
+    P.out_dir,
+    "table20_ceiling",
+    on="pair",
+    columns=["paper_shared", "paper_ceiling", "paper_fraction"],
+)
 
 # %% [markdown]
 # ## Tables 2 / 21: crossover combinations against the native head-sets
@@ -160,31 +142,29 @@ table21 = pd.DataFrame(
         {
             "combination": c,
             **{
-                f"native {n}": overlap(top_k(mean_scores[f"co-{c}"], K_CROSS), top_k(mean_scores[f"co-{n}"], K_CROSS))
+                f"native {n}": overlap(top_k(mean_scores[f"co-{c}"], k_cross), top_k(mean_scores[f"co-{n}"], k_cross))
                 for n in native
             },
         }
         for c in crossover
     ]
 )
-paper21 = pd.read_csv(REFERENCE / "table21_crossover_top20.csv").set_index("combination")
+paper21 = report.reference("table21_crossover_top20").set_index("combination")
 table21["paper (top-20), same columns"] = [
     " / ".join(map(str, paper21.loc[c])) if c in paper21.index else "--" for c in table21.combination
 ]
-print(f"top-{K_CROSS} overlap (paper: top-20 of 1,152)")
-display(table21)
-save_table(table21, "table21_crossover_overlap", P.out_dir)
+print(f"top-{k_cross} overlap (paper: top-20 of 1,152)")
+table21 = report.table(table21, "table21_crossover_overlap", P.out_dir)
 
 # %% [markdown]
 # ## Figure 6: cm-ref-qsp vs co-ref-qsp as k grows
 
 # %%
-ks = sorted({max(1, round(f * K)) for f in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)})
+ks = sorted({max(1, round(f * k_top)) for f in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)})
 curve = top_k_curve(mean_scores["cm-ref-qsp"], mean_scores["co-ref-qsp"], ks)
 fig = plot_top_k_curve(curve, "cm-ref-qsp", "co-ref-qsp")
-display(fig)
-save_figure(fig, "fig06_topk_curve_ref_qsp", P.out_dir)
-save_table(curve, "fig06_topk_curve_ref_qsp", P.out_dir)
+report.figure(fig, "fig06_topk_curve", P.out_dir)
+curve = report.table(curve, "fig06_topk_curve", P.out_dir)
 
 # %% [markdown]
 # ## Figure 7: native head-sets against a uniform random draw (the chance line)
@@ -193,17 +173,15 @@ save_table(curve, "fig06_topk_curve_ref_qsp", P.out_dir)
 natives = {n: mean_scores[f"co-{n}"] for n in native}
 between = pd.DataFrame(
     [
-        {"pair": f"{a} vs {b}", "overlap": overlap(top_k(natives[a], K), top_k(natives[b], K))}
+        {"pair": f"{a} vs {b}", "overlap": overlap(top_k(natives[a], k_top), top_k(natives[b], k_top))}
         for i, a in enumerate(native)
         for b in native[i + 1 :]
     ]
 )
-chance = {n: random_overlaps(s, K, 1000, P.seed) for n, s in natives.items()}
-fig = plot_chance_overlap(between, chance, K, n_heads)
-display(fig)
-save_figure(fig, "fig07_chance_overlap", P.out_dir)
-save_table(
-    pd.concat([between, pd.DataFrame([{"pair": f"{n} vs random", "overlap": c.mean()} for n, c in chance.items()])]),
-    "fig07_chance_overlap",
-    P.out_dir,
+chance = {n: random_overlaps(s, k_top, 1000, P.seed) for n, s in natives.items()}
+fig = plot_chance_overlap(between, chance, k_top, n_heads)
+report.figure(fig, "fig07_chance_overlap", P.out_dir)
+chance_table = pd.concat(
+    [between, pd.DataFrame([{"pair": f"{n} vs random", "overlap": c.mean()} for n, c in chance.items()])]
 )
+chance_table = report.table(chance_table, "fig07_chance_overlap", P.out_dir)

@@ -36,64 +36,26 @@ rows = "all"
 batch_size = 64
 seed = 0
 smoke = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from helpers import headsets, params
-from helpers.cache import ResultCache
-from helpers.controls import any_layer_sets, layer_matched_controls, with_controls
+from helpers import params, report
+from helpers.controls import any_layer_sets
 from helpers.design import SETTINGS
-from helpers.engine import load_model
-from helpers.figures import save_figure, save_table
+from helpers.experiment import Experiment
 from helpers.figures.causal import plot_against_random, plot_beta_sweep
-from helpers.paths import REFERENCE
 from helpers.stats import against_random, random_summary
-from helpers.steering import cers, steering_run, symmetric_cers
+from helpers.steering import cers, symmetric_cers
 
-P = params.validate(
-    dict(
-        model=model,
-        device=device,
-        dtype=dtype,
-        eval_corpus=eval_corpus,
-        n_items=n_items,
-        n_random=n_random,
-        beta=beta,
-        betas=betas,
-        rows=rows,
-        batch_size=batch_size,
-        seed=seed,
-        smoke=smoke,
-        out_dir=out_dir,
-        cache_dir=cache_dir,
-    )
-)
-lm = load_model(P.model, device=P.device, dtype=P.dtype)
-n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)  # name -> [L, H]
-K = int(next(iter(discovered.values())).sum())
-layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)  # name -> [R, L, H]
-any_layer = any_layer_sets((n_layers, n_heads), K, P.n_random, (P.seed, len(SETTINGS)))  # one pool for all settings
-cache = ResultCache(P.cache_dir)
-
-
-def steer(sets, strength):
-    """Cached steering run of `sets` [n, L, H] on the evaluation grids at strength `strength`."""
-    return steering_run(
-        lm, P.eval_corpus, P.n_items, P.seed, sets, strength, P.rows, cache, sets_per_forward=P.batch_size
-    )
-
-
-print(
-    f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} grids of corpus {P.eval_corpus!r}, "
-    f"β = {P.beta:g} at rows {P.rows!r}, {P.n_random} layer-matched + {P.n_random} any-layer random sets"
-)
+P = params.gather(globals(), "03_cers")
+exp = Experiment(P)
+any_layer = any_layer_sets((exp.n_layers, exp.n_heads), exp.k, P.n_random, (P.seed, len(SETTINGS)))  # [R, L, H]
+print(exp.describe(), f"+ {P.n_random} any-layer random sets; β = {P.beta:g}")
 
 # %% [markdown]
 # ## Table 3 (CERS half): every setting against its layer-matched and any-layer random sets
@@ -101,8 +63,8 @@ print(
 # draws; p is the rank p of S among the individual layer-matched sets (floor 1/(R+1)).
 
 # %%
-runs = {s: steer(with_controls(S, layer_matched[s]), P.beta) for s, S in discovered.items()}
-any_run = steer(any_layer, P.beta)
+runs = {s: exp.steer(exp.with_controls(s)) for s in SETTINGS}
+any_run = exp.steer(any_layer)
 any_row = random_summary(cers(any_run))
 table3 = pd.DataFrame(
     [
@@ -125,12 +87,13 @@ print(
     f"clean grid accuracy {np.mean(clean['p_clean'].argmax(1) == clean['correct']):.3f}, "
     f"mean clean P(c) {np.take_along_axis(clean['p_clean'], clean['correct'][:, None], 1).mean():.3f}"
 )
-paper3 = pd.read_csv(REFERENCE / "table03_cers.csv")
-shown = table3.merge(
-    paper3[["setting", "paper_S", "paper_random_mean", "paper_p", "paper_any_layer_mean"]], on="setting", how="left"
+shown = report.table(
+    table3,
+    "table03_cers",
+    P.out_dir,
+    "table03_cers",
+    columns=["paper_S", "paper_random_mean", "paper_p", "paper_any_layer_mean"],
 )
-display(shown.round(3))
-save_table(shown, "table03_cers", P.out_dir)
 print("settings whose S beats every layer-matched set:", list(table3.setting[table3.p <= 1 / (P.n_random + 1)]))
 
 # %% [markdown]
@@ -141,8 +104,7 @@ any_table = pd.DataFrame(
     {"random mean": [any_row["random mean"]] * len(table3), "random sd": [any_row["random sd"]] * len(table3)}
 )
 fig = plot_against_random(table3, f"CERS (β = {P.beta:g})", any_layer=any_table)
-display(fig)
-save_figure(fig, "fig03_cers", P.out_dir)
+report.figure(fig, "fig03_cers", P.out_dir)
 
 # %% [markdown]
 # ## Table 18: CERS against the steering strength β
@@ -155,9 +117,9 @@ sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
 n_sweep = min(5, P.n_random)
 sweep = []
 for s in sweep_settings:
-    sets = with_controls(discovered[s], layer_matched[s][:n_sweep])
+    sets = exp.with_controls(s)[: 1 + n_sweep]
     for b in P.betas:
-        values = cers(steer(sets, b)).mean(0)  # [1 + n_sweep]
+        values = cers(exp.steer(sets, beta=b)).mean(0)  # [1 + n_sweep]
         sweep.append(
             {
                 "setting": s,
@@ -169,10 +131,5 @@ for s in sweep_settings:
             }
         )
 sweep = pd.DataFrame(sweep)
-paper18 = pd.read_csv(REFERENCE / "table18_cers_vs_beta.csv")
-shown18 = sweep.merge(paper18, on=["setting", "beta"], how="left")
-display(shown18.round(3))
-save_table(shown18, "table18_cers_vs_beta", P.out_dir)
-fig = plot_beta_sweep(sweep)
-display(fig)
-save_figure(fig, "fig18_cers_vs_beta", P.out_dir)
+sweep = report.table(sweep, "table18_cers_vs_beta", P.out_dir, "table18_cers_vs_beta", on=["setting", "beta"])
+report.figure(plot_beta_sweep(sweep), "table18_cers_vs_beta", P.out_dir)

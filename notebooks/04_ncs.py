@@ -35,64 +35,25 @@ rows = "all"
 batch_size = 64
 seed = 0
 smoke = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from helpers import headsets, params
-from helpers.cache import ResultCache
-from helpers.controls import layer_matched_controls, with_controls
+from helpers import params, report
 from helpers.design import SETTINGS, parse_setting
-from helpers.engine import HIDE, load_model
-from helpers.figures import save_figure, save_table
+from helpers.experiment import Experiment
 from helpers.figures.causal import plot_against_random
-from helpers.necessity import drop, ncs, necessity_run
-from helpers.paths import REFERENCE
+from helpers.necessity import drop, ncs
 from helpers.stats import against_random, holm, paired_t
-from helpers.steering import ncs_grid, steering_run
+from helpers.steering import ncs_grid
 
-P = params.validate(
-    dict(
-        model=model,
-        device=device,
-        dtype=dtype,
-        eval_corpus=eval_corpus,
-        n_items=n_items,
-        n_random=n_random,
-        n_boot=n_boot,
-        rows=rows,
-        batch_size=batch_size,
-        seed=seed,
-        smoke=smoke,
-        out_dir=out_dir,
-        cache_dir=cache_dir,
-    )
-)
-lm = load_model(P.model, device=P.device, dtype=P.dtype)
-n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)  # name -> [L, H]
-K = int(next(iter(discovered.values())).sum())
-layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)  # the same draws as notebook 03
-sets = {s: with_controls(S, layer_matched[s]) for s, S in discovered.items()}  # [1 + R, L, H]
-cache = ResultCache(P.cache_dir)
-
-
-def mask(s, row_group):
-    """Cached necessity run of setting s's S and random sets, the image hidden at `row_group` rows."""
-    return necessity_run(
-        lm, P.eval_corpus, P.n_items, P.seed, sets[s], row_group, cache, sets_per_forward=P.batch_size
-    )
-
-
-print(
-    f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} item pairs of corpus {P.eval_corpus!r}, "
-    f"{P.n_random} layer-matched random sets, image hidden at rows {P.rows!r}"
-)
+P = params.gather(globals(), "04_ncs")
+exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 05
+print(exp.describe(), "(the image hidden from the set)")
 
 # %% [markdown]
 # ## Table 3 (NCS half) and Table 11 (its two arms)
@@ -101,7 +62,7 @@ print(
 # z = distance from the random sets' mean in their SD.
 
 # %%
-runs = {s: mask(s, P.rows) for s in SETTINGS}
+runs = {s: exp.mask(exp.with_controls(s)) for s in SETTINGS}
 table3 = pd.DataFrame(
     [
         {"setting": s, **against_random(ncs(run)[:, 0], ncs(run)[:, 1:], "bootstrap", P.n_boot, P.seed)}
@@ -109,12 +70,13 @@ table3 = pd.DataFrame(
     ]
 )
 table3.insert(table3.columns.get_loc("p") + 1, "p Holm", holm(table3["p"]))
-paper3 = pd.read_csv(REFERENCE / "table03_ncs.csv")
-shown = table3.merge(
-    paper3[["setting", "paper_NCS", "paper_random_mean", "paper_p", "paper_source"]], on="setting", how="left"
+shown = report.table(
+    table3,
+    "table03_ncs",
+    P.out_dir,
+    "table03_ncs",
+    columns=["paper_NCS", "paper_random_mean", "paper_p", "paper_source"],
 )
-display(shown.round(3))
-save_table(shown, "table03_ncs", P.out_dir)
 
 arms = []
 for s, run in runs.items():
@@ -126,17 +88,14 @@ for s, run in runs.items():
         row[f"{arm} drop"] = drop(run, arm)[:, 0].mean()
     row["NCS"] = row["matched drop"] - row["mismatched drop"]
     arms.append(row)
-table11 = pd.DataFrame(arms).merge(pd.read_csv(REFERENCE / "table11_ncs_arms.csv"), on="setting", how="left")
-display(table11.round(3))
-save_table(table11, "table11_ncs_arms", P.out_dir)
+table11 = report.table(pd.DataFrame(arms), "table11_ncs_arms", P.out_dir, "table11_ncs_arms")
 
 # %% [markdown]
 # ## Figure 3 (NCS panel): discovered sets against their random bands
 
 # %%
-fig = plot_against_random(table3, "NCS")
-display(fig)
-save_figure(fig, "fig03_ncs", P.out_dir)
+fig = plot_against_random(table3, "NCS", p_column="p Holm")
+report.figure(fig, "fig03_ncs", P.out_dir)
 
 # %% [markdown]
 # ## Necessity follows the attention source: query-span vs. last-token sets
@@ -158,8 +117,7 @@ contrast = pd.DataFrame(
         for a, b in (("qsp", "last"), ("out", "last"), ("qsp", "out"))
     ]
 )
-display(contrast)
-save_table(contrast, "ncs_source_contrast", P.out_dir, float_format="%.3g")
+contrast = report.table(contrast, "ncs_source_contrast", P.out_dir, float_format="%.3g")
 
 # %% [markdown]
 # ## Table 5: at which query rows does necessity act?
@@ -172,7 +130,7 @@ table5 = []
 for s in row_settings:
     row = {"setting": s}
     for group in ("all", "prompt", "last"):
-        values = ncs(mask(s, group))
+        values = ncs(exp.mask(exp.with_controls(s), rows=group))
         result = against_random(values[:, 0], values[:, 1:], "bootstrap", P.n_boot, P.seed)
         row.update(
             {
@@ -183,9 +141,7 @@ for s in row_settings:
             }
         )
     table5.append(row)
-table5 = pd.DataFrame(table5).merge(pd.read_csv(REFERENCE / "table05_ncs_rows.csv"), on="setting", how="left")
-display(table5.round(3))
-save_table(table5, "table05_ncs_rows", P.out_dir)
+table5 = report.table(pd.DataFrame(table5), "table05_ncs_rows", P.out_dir, "table05_ncs_rows")
 
 # %% [markdown]
 # ## Table 6: necessity as a region contrast on the grid
@@ -195,17 +151,12 @@ save_table(table5, "table05_ncs_rows", P.out_dir)
 # %%
 table6 = []
 for s in SETTINGS:
-    values = ncs_grid(
-        steering_run(lm, P.eval_corpus, P.n_items, P.seed, sets[s], HIDE, P.rows, cache, sets_per_forward=P.batch_size)
-    )
+    values = ncs_grid(exp.hide_cells(exp.with_controls(s)))
     table6.append({"setting": s, **against_random(values[:, 0], values[:, 1:])})
 table6 = pd.DataFrame(table6)
 setting_parts = table6.setting.str.split("-", n=1, expand=True)
-paper6 = pd.read_csv(REFERENCE / "table06_ncs_grid.csv").set_index("query_source")
+paper6 = report.reference("table06_ncs_grid").set_index("query_source")
 table6["paper NCS_grid"] = [paper6[f"paper_{c}_NCS_grid"].get(qs, np.nan) for c, qs in setting_parts.values]
 table6["paper p"] = [paper6[f"paper_{c}_p"].get(qs, np.nan) for c, qs in setting_parts.values]
-display(table6.round(3))
-save_table(table6, "table06_ncs_grid", P.out_dir)
-fig = plot_against_random(table6, "NCS_grid")
-display(fig)
-save_figure(fig, "fig06_ncs_grid", P.out_dir)
+table6 = report.table(table6, "table06_ncs_grid", P.out_dir)
+report.figure(plot_against_random(table6, "NCS_grid"), "table06_ncs_grid", P.out_dir)

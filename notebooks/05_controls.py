@@ -48,93 +48,36 @@ ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215]
 batch_size = 64
 seed = 0
 smoke = False
-out_dir = "../paper_figures"
-cache_dir = "../.cache/results"
+out_dir = None
+data_dir = None
+cache_dir = None
 
 # %%
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from helpers import headsets, params
-from helpers.cache import ResultCache
-from helpers.controls import (
-    any_layer_sets,
-    attention_matched_sets,
-    layer_matched_controls,
-    layer_matched_sets,
-    whole_layers,
-    with_controls,
-)
+from helpers import params, report
+from helpers.controls import any_layer_sets, attention_matched_sets, layer_matched_sets, whole_layers, with_controls
 from helpers.design import SETTINGS, k_for
-from helpers.engine import load_model
-from helpers.figures import save_figure, save_table
+from helpers.experiment import Experiment
 from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.head_mass import mass_run, set_mass_statistics
-from helpers.necessity import drop, ncs, necessity_run
+from helpers.headsets import load_score_maps
+from helpers.necessity import drop, ncs
 from helpers.overlap import top_k
-from helpers.paths import REFERENCE
 from helpers.stats import against_random, excess_over_random, rank_p, spearman
-from helpers.steering import cers, steering_run
+from helpers.steering import cers
 
-P = params.validate(
-    dict(
-        model=model,
-        device=device,
-        dtype=dtype,
-        eval_corpus=eval_corpus,
-        n_items=n_items,
-        n_random=n_random,
-        n_random_large=n_random_large,
-        n_boot=n_boot,
-        beta=beta,
-        rows=rows,
-        ks=ks,
-        batch_size=batch_size,
-        seed=seed,
-        smoke=smoke,
-        out_dir=out_dir,
-        cache_dir=cache_dir,
-    )
-)
-lm = load_model(P.model, device=P.device, dtype=P.dtype)
-n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-discovered = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads)  # name -> [L, H]
-K = int(next(iter(discovered.values())).sum())
-layer_matched = layer_matched_controls(discovered, P.n_random, P.seed)  # the same draws as notebooks 03 and 04
-cache = ResultCache(P.cache_dir)
-
-
-def steer(sets):
-    """Cached CERS run of `sets` [n, L, H] on the evaluation grids (notebook 03's β and rows)."""
-    return steering_run(
-        lm, P.eval_corpus, P.n_items, P.seed, sets, P.beta, P.rows, cache, sets_per_forward=P.batch_size
-    )
-
-
-def mask(sets, row_group=P.rows, arms=("matched", "mismatched"), keys="image"):
-    """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `row_group` rows."""
-    return necessity_run(
-        lm,
-        P.eval_corpus,
-        P.n_items,
-        P.seed,
-        sets,
-        row_group,
-        cache,
-        sets_per_forward=P.batch_size,
-        arms=arms,
-        keys=keys,
-    )
-
-
+P = params.gather(globals(), "05_controls")
+exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 04
+discovered, layer_matched, n_layers, n_heads = exp.discovered, exp.layer_matched, exp.n_layers, exp.n_heads
+steer, mask = exp.steer, exp.mask
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
 # each score is measured on: the grids (CERS) and the matched single-image MCQs (NCS).
-grid_mass = mass_run(lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", cache)
-single_mass = mass_run(lm, P.eval_corpus, "single_matched", P.n_items, P.seed, "prompt", cache)
+grid_mass = mass_run(exp.lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", exp.cache)
+single_mass = mass_run(exp.lm, P.eval_corpus, "single_matched", P.n_items, P.seed, "prompt", exp.cache)
 print(
-    f"{n_layers} x {n_heads} heads, top-{K} head-sets, {P.n_items} items of corpus {P.eval_corpus!r}, "
+    f"{exp.describe()}; "
     f"R = {P.n_random} (large R = {P.n_random_large}); image mass per head: grids "
     f"{grid_mass['image'].mean():.3f}, single images {single_mass['image'].mean():.3f}"
 )
@@ -166,9 +109,7 @@ for index, (s, S) in enumerate(discovered.items()):
             "image mass B": np.mean([grid_mass["image"][c].mean() for c in matched_cers]),
         }
     )
-table9 = pd.DataFrame(table9).merge(pd.read_csv(REFERENCE / "table09_rank_p.csv"), on="setting", how="left")
-display(table9.round(3))
-save_table(table9, "table09_rank_p", P.out_dir)
+table9 = report.table(pd.DataFrame(table9), "table09_rank_p", P.out_dir, "table09_rank_p")
 
 # %% [markdown]
 # ## Table 10: the referring + query-span sets against many random sets
@@ -189,9 +130,9 @@ for s in ("cm-ref-qsp", "co-ref-qsp"):
             "p floor": 1 / (P.n_random_large + 1),
         }
     )
-table10 = pd.DataFrame(table10).merge(pd.read_csv(REFERENCE / "table10_large_r.csv"), on="setting", how="left")
-display(table10.round(4))
-save_table(table10, "table10_large_r", P.out_dir, float_format="%.4f")
+table10 = report.table(
+    pd.DataFrame(table10), "table10_large_r", P.out_dir, "table10_large_r", float_format="%.4f", digits=4
+)
 
 # %% [markdown]
 # ## Table 12: generic-damage controls on co-ref-qsp
@@ -206,11 +147,11 @@ damage_setting = "co-ref-qsp"
 S = discovered[damage_setting]
 damage_sets = {
     "discovered": S,
-    "attention sinks": top_k(single_mass["first"], K),
-    "text-heavy heads": top_k(single_mass["text"], K),
-    "whole layers": whole_layers(S, max(1, round(K / n_heads))),
-    "random 2k": any_layer_sets((n_layers, n_heads), min(2 * K, n_layers * n_heads), 1, (P.seed, 4))[0],
-    "random 4k": any_layer_sets((n_layers, n_heads), min(4 * K, n_layers * n_heads), 1, (P.seed, 5))[0],
+    "attention sinks": top_k(single_mass["first"], exp.k),
+    "text-heavy heads": top_k(single_mass["text"], exp.k),
+    "whole layers": whole_layers(S, max(1, round(exp.k / n_heads))),
+    "random 2k": any_layer_sets((n_layers, n_heads), min(2 * exp.k, n_layers * n_heads), 1, (P.seed, 4))[0],
+    "random 4k": any_layer_sets((n_layers, n_heads), min(4 * exp.k, n_layers * n_heads), 1, (P.seed, 5))[0],
 }
 stack = np.stack(list(damage_sets.values()))  # [6, L, H]
 image_run, text_run = mask(stack), mask(stack, arms=("text",), keys="text")
@@ -226,12 +167,9 @@ table12 = pd.DataFrame(
         "overlap with S": (stack & S).sum((1, 2)),
     }
 )
-table12 = table12.merge(pd.read_csv(REFERENCE / "table12_generic_damage.csv"), on="head-set", how="left")
-display(table12.round(3))
-save_table(table12, "table12_generic_damage", P.out_dir)
+table12 = report.table(table12, "table12_generic_damage", P.out_dir, "table12_generic_damage", on="head-set")
 fig = plot_generic_damage(table12, damage_setting)
-display(fig)
-save_figure(fig, "fig12_generic_damage", P.out_dir)
+report.figure(fig, "table12_generic_damage", P.out_dir)
 
 # %% [markdown]
 # ## Table 13: at which attention rows does the image mask act?
@@ -239,7 +177,7 @@ save_figure(fig, "fig12_generic_damage", P.out_dir)
 # all rows, at the image tokens' own rows, at the question and option rows, or at the last row only.
 
 # %%
-per_layer = headsets.load_settings(P.out_dir / "headsets", SETTINGS, P.model, n_layers, n_heads, suffix="_per_layer")
+per_layer = exp.head_sets("_per_layer")
 table13 = []
 for s in ("co-ref-qsp", "co-ord-qsp"):
     index = SETTINGS.index(s)
@@ -260,11 +198,9 @@ for s in ("co-ref-qsp", "co-ord-qsp"):
                     **{k: row[k] for k in ("S", "S low", "S high", "random mean", "p")},
                 }
             )
-table13 = pd.DataFrame(table13).merge(
-    pd.read_csv(REFERENCE / "table13_ncs_rows.csv"), on=["setting", "selection", "rows"], how="left"
+table13 = report.table(
+    pd.DataFrame(table13), "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"]
 )
-display(table13.round(3))
-save_table(table13, "table13_ncs_rows", P.out_dir)
 
 # %% [markdown]
 # ## Table 14: NCS against the head-set size k
@@ -272,9 +208,7 @@ save_table(table13, "table13_ncs_rows", P.out_dir)
 # 60, 100, 140 of 1,152 heads, scaled to this model; each k against its own layer-matched random sets.
 
 # %%
-score_maps = headsets.load_score_maps(
-    P.out_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads
-)
+score_maps = load_score_maps(P.data_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads)
 k_values = {share: k_for(n_layers * n_heads, share) for share in P.ks}
 table14 = []
 for s, scores in score_maps.items():
@@ -292,13 +226,11 @@ for s, scores in score_maps.items():
             }
         )
 table14 = pd.DataFrame(table14)
-paper14 = pd.read_csv(REFERENCE / "table14_ncs_vs_k.csv").rename(columns={"k_share": "k share"})
+paper14 = report.reference("table14_ncs_vs_k").rename(columns={"k_share": "k share"})
 table14 = table14.merge(paper14, on=["setting", "k share"], how="left")
-display(table14.round(3))
-save_table(table14, "table14_ncs_vs_k", P.out_dir)
+table14 = report.table(table14, "table14_ncs_vs_k", P.out_dir)
 fig = plot_ncs_vs_k(table14.drop_duplicates(["setting", "k"]))
-display(fig)
-save_figure(fig, "fig14_ncs_vs_k", P.out_dir)
+report.figure(fig, "table14_ncs_vs_k", P.out_dir)
 
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
@@ -327,9 +259,7 @@ for pair_index, (a, b, factor) in enumerate(pairs):
         values = ncs(mask(with_controls(head_set, controls)))
         row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
     table15.append(row)
-table15 = pd.DataFrame(table15).merge(pd.read_csv(REFERENCE / "table15_shared_heads.csv"), on=["a", "b"], how="left")
-display(table15.round(3))
-save_table(table15, "table15_shared_heads", P.out_dir)
+table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
 
 # %% [markdown]
 # ## Table 17: image-attention mass of the sets, and does it predict CERS?
@@ -357,9 +287,6 @@ for s, S in discovered.items():
         {"setting": s, "kind": "S" if i == 0 else "random", "mass": m, "CERS": c}
         for i, (m, c) in enumerate(zip(statistics["mean"], scores))
     ]
-table17 = pd.DataFrame(table17).merge(pd.read_csv(REFERENCE / "table17_mass_cers.csv"), on="setting", how="left")
-display(table17.round(3))
-save_table(table17, "table17_mass_cers", P.out_dir)
+table17 = report.table(pd.DataFrame(table17), "table17_mass_cers", P.out_dir, "table17_mass_cers")
 fig = plot_mass_vs_cers(pd.DataFrame(points))
-display(fig)
-save_figure(fig, "fig17_mass_vs_cers", P.out_dir)
+report.figure(fig, "table17_mass_cers", P.out_dir)

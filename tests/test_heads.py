@@ -111,19 +111,23 @@ def test_read_matches_eager_decode(family):
     groups = _groups(lm, inputs)
     with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
         generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
-    reference = eager(**_teacher_forced(inputs, generated), output_attentions=True)
+    reference = eager(**_extended(inputs, generated), output_attentions=True)
     error = (rec.mass - _eager_mass(reference.attentions, groups, rows)).abs().max()
     assert error < 1e-5, float(error)
 
 
-def _teacher_forced(inputs, generated):
-    """The prompt inputs with the generated tokens appended: one full forward that replays generate."""
-    new = generated.shape[1] - inputs["input_ids"].shape[1]
-    full = dict(inputs, input_ids=generated)
-    full["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones(2, new, dtype=torch.long)], 1)
+def _extended(inputs, input_ids):
+    """The prompt's inputs with ``input_ids`` [B, T + n]: the prompt followed by n text tokens."""
+    n = input_ids.shape[1] - inputs["input_ids"].shape[1]
+    batch = input_ids.shape[0]
+    full = dict(
+        inputs,
+        input_ids=input_ids,
+        attention_mask=torch.cat([inputs["attention_mask"], torch.ones(batch, n, dtype=torch.long)], 1),
+    )
     for extra in ("mm_token_type_ids", "token_type_ids"):
         if extra in inputs:
-            full[extra] = torch.cat([inputs[extra], torch.zeros(2, new, dtype=torch.long)], 1)
+            full[extra] = torch.cat([inputs[extra], torch.zeros(batch, n, dtype=torch.long)], 1)
     return full
 
 
@@ -138,30 +142,6 @@ def _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias):
         return oracle(**inputs).logits
     finally:
         _oracle_bias.clear()
-
-
-@pytest.mark.parametrize("bias", [HIDE, 2.5])
-@torch.no_grad()
-def test_steer_under_generate_matches_the_oracle(family, bias):
-    """Every generate step (prefill with logits_to_keep, sliding-window and KV-shared decode) against the
-    oracle's teacher-forced forward over prompt + generated tokens."""
-    name, lm, _, oracle, inputs = family
-    T = inputs["input_ids"].shape[1]
-    heads = _head_set(lm, 2)
-    keys = _groups(lm, inputs)["first_half"]
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows="all")):
-        out = lm.model.generate(
-            **inputs, max_new_tokens=4, do_sample=False, output_logits=True, return_dict_in_generate=True
-        )
-    clean = lm.model.generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
-                              return_dict_in_generate=True).logits[0]  # fmt: skip
-    full = _teacher_forced(inputs, out.sequences)
-    rows = full["attention_mask"].bool()
-    expected = _oracle_logits(lm, oracle, full, heads, rows, keys, bias)  # [B, T + 4, V]
-    steps = torch.stack(out.logits, 1)  # [B, 4, V]
-    error = (steps - expected[:, T - 1 : T + 3]).abs().max()
-    assert error < 1e-5, float(error)
-    assert (steps[:, 0] - clean).abs().max() > 1e-4  # the intervention moved the first generated token
 
 
 def _cast(inputs, dtype):
@@ -258,10 +238,9 @@ def test_mask_and_steer_match_eager_reference(family, bias):
 def _attention_outputs(lm, inputs):
     """Per-head attention outputs [B, T, H, D] of every layer (the o_proj input)."""
     seen = []
-    hooks = [
-        m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
-        for m in lm.adapter.attention_modules(lm.model)
-    ]
+    modules = lm.adapter.attention_modules(lm.model)
+    projections = [getattr(m, "o_proj", None) or m.out_proj for m in modules]  # LFM2 names it out_proj
+    hooks = [p.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone())) for p in projections]
     try:
         lm.model(**inputs)
     finally:
@@ -441,3 +420,33 @@ def test_run_head_sets_guards():
         run_head_sets(lm, item, heads, image, HIDE)
     with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):
         run_head_sets(lm, item, heads, torch.zeros_like(image[:1]), HIDE)
+
+
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@torch.no_grad()
+def test_intervention_under_generate_matches_eager_reference(family, bias):
+    """Greedy generate under a probe == greedy decoding by full cache-free forwards of the biased eager oracle."""
+    name, lm, _, oracle, inputs = family
+    T, new = inputs["input_ids"].shape[1], 3
+    heads = _head_set(lm, 2)  # [B, L, H]
+    keys = torch.nn.functional.pad(_groups(lm, inputs)["image"], (0, new))  # [B, T + new]
+    rows = torch.zeros(2, T + new, dtype=torch.bool)
+    rows[:, T - 2 :] = True  # the prompt's last two rows and every generated one
+    _oracle_bias.clear()
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):
+        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+    input_ids, expected = inputs["input_ids"], []
+    try:
+        for _ in range(new):
+            logits = oracle(**_extended(inputs, input_ids)).logits[:, -1]  # [B, V]
+            expected.append(logits)
+            input_ids = torch.cat([input_ids, logits.argmax(-1, keepdim=True)], 1)
+    finally:
+        _oracle_bias.clear()
+    settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    clean = lm.model.generate(**inputs, **settings)
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+        steered = lm.model.generate(**inputs, **settings)
+    torch.testing.assert_close(torch.stack(steered.logits), torch.stack(expected), atol=1e-5, rtol=0)
+    assert torch.equal(steered.sequences, input_ids)
+    assert (torch.stack(steered.logits) - torch.stack(clean.logits)).abs().max() > 1e-4

@@ -9,7 +9,7 @@ import jupytext
 import pytest
 
 from helpers import paths, run
-from helpers.design import OUTPUT_SUFFIXES, OUTPUTS
+from helpers.steps import STEPS
 
 SOURCES = run.notebook_sources()
 
@@ -65,19 +65,61 @@ def test_unknown_notebook_prefix_lists_available():
 
 
 def test_smoke_run_of_every_notebook():
-    """`python -m helpers.run --smoke`: every notebook end to end with small sizes, outputs in build/."""
-    before = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
+    """`python -m helpers.run --smoke`: every notebook end to end with small sizes, into build/smoke/."""
+    before = {
+        p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT, capture_output=True, text=True, timeout=1200
+        [sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT, capture_output=True, text=True, timeout=1800
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = paths.BUILD / "smoke" / "paper_figures"
-    for notebook, outputs in OUTPUTS.items():
-        for name, kind in outputs.items():
-            for suffix in OUTPUT_SUFFIXES.get(kind, ("",)):
-                assert (out / f"{name}{suffix}").exists(), f"{notebook} did not write {name}{suffix}"
+    out = paths.BUILD / "smoke"
+    for notebook, step in STEPS.items():
+        for name in step.output_files():
+            assert (out / name).exists(), f"{notebook} did not write {name}"
+        for name in step.data_writes:
+            assert (out / "data" / name).exists(), f"{notebook} did not write data/{name}"
+        executed = json.loads((out / "notebooks" / f"{notebook}.ipynb").read_text())
+        images = [o for c in executed["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert len(images) >= step.n_figures, f"{notebook} shows {len(images)} figures, declares {step.n_figures}"
+        assert (out / "notebooks" / f"{notebook}.html").stat().st_size > 10_000
     assert (out / "design_grid.png").stat().st_size > 10_000
-    assert len(list((out / "headsets").glob("*.json"))) == 24
+    assert len(list((out / "data" / "headsets").glob("*.json"))) == 24
     assert (out / "design_settings.csv").read_text().count("\n") == 13
-    after = {p: p.stat().st_mtime for p in paths.PAPER_FIGURES.rglob("*") if p.is_file()}
-    assert after == before, "a smoke run must never write into paper_figures/"
+    run_record = json.loads((out / "notebooks" / "run.json").read_text())
+    assert set(run_record["seconds_per_notebook"]) == set(STEPS) and run_record["parameters"] == {"smoke": True}
+    after = {
+        p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()
+    }
+    assert after == before, "a smoke run must never write into paper_figures/ or data/"
+
+
+def test_only_the_default_configuration_publishes():
+    from helpers import runs
+
+    assert runs.folders_for("toy", {}, publish=True) == runs.PUBLISHED
+    scratch = runs.folders_for("toy", {"n_strips": 40})
+    assert scratch.out.parent == paths.RUNS and scratch.data == scratch.out / "data"
+    assert runs.folders_for("toy", {"n_strips": 40}) == scratch  # the same changes, the same folder
+    assert runs.folders_for("toy", {"n_strips": 41}).out != scratch.out
+    assert runs.folders_for("toy", {}).data == paths.DATA  # the default configuration reads the published data
+    assert runs.folders_for("toy", {}).out == paths.RUNS / "toy-default"
+    assert runs.folders_for("/models/my-vlm", {}).out.name.startswith("models-my-vlm-")
+
+
+def test_runner_checks_a_notebooks_inputs_first_and_names_the_producer(tmp_path):
+    source = paths.NOTEBOOKS / "04_ncs.py"
+    with pytest.raises(SystemExit, match="run 01_discovery first"):
+        run.check_inputs(source, tmp_path, earlier=[])
+    run.check_inputs(source, tmp_path, earlier=["01_discovery"])  # made earlier in the same run: fine
+
+
+def test_parameters_are_gathered_from_the_parameters_cell():
+    from helpers import params
+
+    declared = params.declared_parameters("03_cers")
+    namespace = {**declared, "beta": 3.0}
+    gathered = params.gather(namespace, "03_cers")
+    assert gathered.beta == 3.0 and gathered.n_items == declared["n_items"]
+    assert gathered.out_dir.parent == paths.RUNS and gathered.data_dir == gathered.out_dir / "data"
+    assert params.gather(dict(declared), "03_cers").data_dir == paths.DATA

@@ -154,6 +154,8 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
 
 
 def test_example_stimuli_figure_is_written(tmp_path):
-    paths = plot_example_stimuli(tmp_path, seed=0)
+    from helpers.figures import save_figure
+
+    paths = save_figure(plot_example_stimuli(seed=0), "example_stimuli", tmp_path)
     assert [p.name for p in paths] == ["example_stimuli.png", "example_stimuli.pdf"]
     assert all(p.stat().st_size > 10_000 for p in paths)

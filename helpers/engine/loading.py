@@ -13,7 +13,7 @@ from huggingface_hub.errors import HFValidationError
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
 from helpers import paths
-from helpers.engine.adapters import Adapter, adapter_for
+from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.attention import ATTENTION
 from helpers.files import file_hashes
 
@@ -34,18 +34,55 @@ IDENTITY_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "merges.txt", "*.mode
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def attn_implementation_for(config) -> dict:
-    """Head-probe attention on the text backbone, sdpa on the vision tower."""
-    return {"text_config": ATTENTION, "vision_config": "sdpa"}
+def resolve_device(device: str) -> str:
+    """ "auto" -> "cuda" when a GPU is available, else "cpu"; "cuda", "cuda:N" or "mps" must exist here."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported; use 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} is not available: this machine has no CUDA GPU; use 'cpu' or 'auto'")
+    if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
+        )
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} is not available: this machine has no Apple MPS; use 'cpu' or 'auto'")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """ "auto" -> "bfloat16" on a CUDA device, else "float32"; anything else must be one of DTYPES."""
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)} or 'auto'")
+    return dtype
+
+
+def attn_implementation_for(config, name: str = ATTENTION) -> dict:
+    """``name`` (the head-probe attention) on the text backbone only, as the per-sub-config dict transformers
+    accepts: {"text_config": name} for most families, nested for a text config deeper down, {"": name} for a
+    config that is its own text config. Every other sub-config (the vision tower) keeps transformers' default,
+    sdpa where it supports it."""
+    path = text_config_path(config)
+    if not path:  # the config is its own text config
+        return {"": name}
+    spec = name
+    for key in reversed(path):
+        spec = {key: spec}
+    return spec
 
 
 def load_model(
     name_or_path: str, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
 ) -> LoadedModel:
-    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on."""
+    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on.
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
+    ``device`` "auto": cuda when available, else cpu; ``dtype`` "auto": bfloat16 on cuda, else float32."""
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     folder = model_folder(name_or_path)
     path = str(folder) if folder is not None else name_or_path  # None: a hub id to download
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
@@ -70,20 +107,38 @@ def model_folder(name_or_path: str) -> Path | None:
     """The folder a model loads from: the toy's, a local folder, or a hub id's snapshot in the local Hugging
     Face cache; None for a hub id still to be downloaded. Offline (HF_HUB_OFFLINE), a hub id that is not
     cached fails here at once instead of after the hub client's retries."""
-    if name_or_path == "toy":
-        if not paths.TOY_MODEL.exists():
-            raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
-        return paths.TOY_MODEL
-    if Path(name_or_path).is_dir():
-        return Path(name_or_path).resolve()
-    snapshot = hub_snapshot(name_or_path)
-    if snapshot is None and huggingface_hub.constants.HF_HUB_OFFLINE:
+    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
+        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
+    folder = known_folder(name_or_path)
+    if folder is None and huggingface_hub.constants.HF_HUB_OFFLINE:
         raise FileNotFoundError(
             f"model {name_or_path!r} is not in the local Hugging Face cache "
             f"({huggingface_hub.constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set: download it first "
             f"(hf download {name_or_path}), unset HF_HUB_OFFLINE, or pass a local save_pretrained folder"
         )
-    return snapshot
+    return folder
+
+
+def known_folder(name_or_path: str) -> Path | None:
+    """model_folder without downloading or raising: None when the model is not on this machine."""
+    if name_or_path == "toy":
+        return paths.TOY_MODEL if paths.TOY_MODEL.exists() else None
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path).resolve()
+    try:
+        return hub_snapshot(name_or_path)
+    except ValueError:  # not a hub id either
+        return None
+
+
+def model_heads(name_or_path: str) -> tuple[int, int] | None:
+    """(candidate layers, heads per layer) read from the model's config.json alone, no weights loaded; None
+    when the model is not on this machine (a hub id still to be downloaded)."""
+    folder = known_folder(name_or_path)
+    if folder is None:
+        return None
+    adapter = adapter_for(AutoConfig.from_pretrained(str(folder)))
+    return len(adapter.candidate_layers), adapter.n_heads
 
 
 def hub_snapshot(repo_id: str) -> Path | None:
@@ -102,15 +157,17 @@ def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") 
     return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)
 
 
-def model_fingerprint(lm: LoadedModel) -> str:
+def model_fingerprint(lm) -> str:
     """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
     the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,
-    chat template), each hashed once per version (helpers.files). A model built in memory is its name."""
-    if lm.folder is None:
+    chat template), each hashed once per version (helpers.files). `lm`: a LoadedModel (one built in memory
+    is its name), or anything with a `name` (a model not loaded: its folder is looked up)."""
+    folder = lm.folder if isinstance(lm, LoadedModel) else known_folder(lm.name)
+    if folder is None:
         return lm.name
-    files = sorted({path for pattern in IDENTITY_PATTERNS for path in lm.folder.glob(pattern) if path.is_file()})
+    files = sorted({path for pattern in IDENTITY_PATTERNS for path in folder.glob(pattern) if path.is_file()})
     digest = hashlib.sha256()
     for path, content in zip(files, file_hashes(files)):
         digest.update(f"{path.name}:{content}\n".encode())
-    revision = f"@{lm.folder.name[:12]}" if lm.folder.parent.name == "snapshots" else ""
+    revision = f"@{folder.name[:12]}" if folder.parent.name == "snapshots" else ""
     return f"{lm.name}{revision}#{digest.hexdigest()[:16]}"

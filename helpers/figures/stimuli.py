@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from helpers.figures import save_figure
 from helpers.stimuli import Item, SyntheticCorpus, grid_items, single_image_items, strip_items
 
 
@@ -23,9 +21,9 @@ def _show(ax, item: Item, title: str, boxed: str | None, caption: str):
     ax.set_yticks([])
 
 
-def plot_example_stimuli(out_dir: Path, seed: int = 0) -> list[Path]:
+def plot_example_stimuli(seed: int = 0) -> plt.Figure:
     """cm and co strips (asked-about panel boxed), a 2x2 grid with its options, matched / mismatched
-    single images and the text-solvable arm; saved as `example_stimuli`."""
+    single images and the text-solvable arm."""
     cm, co = SyntheticCorpus("cm"), SyntheticCorpus("co")
     cm_ord = strip_items(cm, 1, seed, "ord")[0]
     co_ref = strip_items(co, 1, seed, "ref")[0]
@@ -76,4 +74,4 @@ def plot_example_stimuli(out_dir: Path, seed: int = 0) -> list[Path]:
     )
     _show(axes[1, 2], text_arm, "text-solvable arm", None, f"{question(text_arm)}  correct: {text_arm.answer}")
     fig.tight_layout()
-    return save_figure(fig, "example_stimuli", out_dir)
+    return fig

@@ -1,15 +1,14 @@
-"""Writers for figures (png + pdf) and tables (csv + tex), each file written atomically (`helpers.files`);
-plotting functions live beside the notebook that needs them (`helpers/figures/*.py`) and call these to save."""
+"""Writers for figures (png + pdf) and tables (csv + tex), each file written atomically (`helpers.files`).
+Notebooks call them through helpers/report.py, which also shows each figure and table inline. The
+matplotlib backend is left to the front end (inline in Jupyter and papermill; Agg, chosen by matplotlib
+itself, where there is no display)."""
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from helpers.files import atomic_write  # noqa: E402
+from helpers.files import atomic_write
 
 # Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
 _PDF_METADATA = {"CreationDate": None, "Creator": "visual-heads companion", "Producer": None}

@@ -25,8 +25,8 @@ follows by elimination. Mismatched and blank-image MCQ items carry a uniformly r
 so the model learns to answer them at chance. Beside the answer and prompt losses, two word losses
 bind places to objects: each image token must name its region's class words and place through the tied
 output head (image_word_loss), and each mention of a shown object in the text must name its place from
-the hidden state after PLACE_LAYER layers (place_word_loss). What did not work is recorded in the README
-(toy model section).
+the hidden state after PLACE_LAYER layers (place_word_loss). What was tried and did not work is recorded
+in helpers/toy/TRAINING.md.
 """
 
 from __future__ import annotations
@@ -402,7 +402,7 @@ def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float
 
 
 def save_model(model, processor):
-    """save_pretrained of the fp32 weights (about 8 MB) and of the processor (tokenizer, chat template)."""
+    """save_pretrained of the fp32 weights (about 19 MB) and of the processor (tokenizer, chat template)."""
     model.config.dtype = torch.float32
     model.save_pretrained(TOY_MODEL)
     processor.save_pretrained(TOY_MODEL)

@@ -1,0 +1,88 @@
+"""What the causal notebooks (03 CERS, 04 NCS, 05 controls) share, built once from their parameters.
+
+    P = params.gather(globals(), "04_ncs")
+    exp = Experiment(P)
+    run = exp.mask(exp.with_controls("co-ref-qsp"))          # S and its layer-matched random sets
+    values = ncs(run)                                         # [N, 1 + R]
+
+Reads: the run's head-sets (``<data_dir>/headsets/<setting>.json``, written by 01_discovery).
+Every run goes through the result cache, so a table that repeats another table's run reads it back.
+"""
+
+import numpy as np
+
+from helpers import headsets
+from helpers.cache import ResultCache
+from helpers.controls import layer_matched_controls, with_controls
+from helpers.design import SETTINGS
+from helpers.engine import HIDE, load_model
+from helpers.necessity import ARMS, necessity_run
+from helpers.steering import steering_run
+
+
+class Experiment:
+    """The model, the 12 discovered head-sets [L, H], their layer-matched random sets [R, L, H] and the cache."""
+
+    def __init__(self, params):
+        self.params = params
+        self.lm = load_model(params.model, device=params.device, dtype=params.dtype)
+        self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
+        self.discovered = self.head_sets()  # setting -> [L, H]
+        self.k = int(next(iter(self.discovered.values())).sum())
+        self.layer_matched = layer_matched_controls(self.discovered, params.n_random, params.seed)  # -> [R, L, H]
+        self.cache = ResultCache(params.cache_dir)
+
+    def head_sets(self, suffix: str = "") -> dict[str, np.ndarray]:
+        """The run's discovered head-sets (suffix "": flat top-k, "_per_layer": top-k per layer)."""
+        return headsets.load_settings(
+            self.params.data_dir / "headsets", SETTINGS, self.params.model, self.n_layers, self.n_heads, suffix
+        )
+
+    def with_controls(self, setting: str) -> np.ndarray:
+        """[1 + R, L, H]: setting's S, then its layer-matched random sets."""
+        return with_controls(self.discovered[setting], self.layer_matched[setting])
+
+    def steer(self, sets: np.ndarray, beta: float | None = None, rows: str | None = None) -> dict[str, np.ndarray]:
+        """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: the notebook's beta and rows)."""
+        p = self.params
+        beta = p.beta if beta is None else beta
+        return steering_run(
+            self.lm,
+            p.eval_corpus,
+            p.n_items,
+            p.seed,
+            sets,
+            beta,
+            rows or p.rows,
+            self.cache,
+            sets_per_forward=p.batch_size,
+        )
+
+    def hide_cells(self, sets: np.ndarray, rows: str | None = None) -> dict[str, np.ndarray]:
+        """Cached grid run with one cell hidden from each set (NCS_grid): the steering run at bias HIDE."""
+        return self.steer(sets, beta=HIDE, rows=rows)
+
+    def mask(
+        self, sets: np.ndarray, rows: str | None = None, arms: tuple[str, ...] = ARMS, keys: str = "image"
+    ) -> dict[str, np.ndarray]:
+        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `rows` on the `arms` MCQs."""
+        p = self.params
+        return necessity_run(
+            self.lm,
+            p.eval_corpus,
+            p.n_items,
+            p.seed,
+            sets,
+            rows or p.rows,
+            self.cache,
+            sets_per_forward=p.batch_size,
+            arms=arms,
+            keys=keys,
+        )
+
+    def describe(self) -> str:
+        p = self.params
+        return (
+            f"{p.model}: {self.n_layers} x {self.n_heads} heads, top-{self.k} head-sets, {p.n_items} items of "
+            f"corpus {p.eval_corpus!r}, {p.n_random} layer-matched random sets, rows {p.rows!r}"
+        )
