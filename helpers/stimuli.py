@@ -136,6 +136,19 @@ class ImageFolderCorpus:
         """n distinct classes."""
         return [self.labels[i] for i in rng.choice(len(self.labels), size=n, replace=False)]
 
+    def check_readable(self) -> None:
+        """Open every file's header: an unreadable image fails now, naming it, not in the middle of a run."""
+        for label, paths in self.paths_by_label.items():
+            for path in paths:
+                try:
+                    with Image.open(path):
+                        pass
+                except (UnidentifiedImageError, OSError) as error:
+                    raise ValueError(
+                        f"image corpus {self.name!r}: {str(path)!r} (class {label!r}) is not a readable image "
+                        f"({error}); remove or replace it"
+                    ) from error
+
     def identity(self) -> str:
         """Content identity for cache keys: the name (it seeds the item draws) and a sha256 over every
         (label, relative file name, size, content sha256); the folder's location does not count."""

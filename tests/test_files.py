@@ -118,6 +118,7 @@ def test_a_killed_chunked_run_resumes_without_rewriting_entries(tmp_path):
     deadline = time.monotonic() + 120
     while not _entries(killed) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.005)
+    assert process.poll() is None, f"the run ended (exit {process.returncode}) before its first chunk was killed"
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     before = _entries(killed)

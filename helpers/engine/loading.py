@@ -109,7 +109,9 @@ def model_folder(name_or_path: str) -> Path | None:
     cached fails here at once instead of after the hub client's retries."""
     if name_or_path == "toy" and not paths.TOY_MODEL.exists():
         raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
-    folder = known_folder(name_or_path)
+    if name_or_path == "toy" or Path(name_or_path).is_dir():
+        return known_folder(name_or_path)
+    folder = hub_snapshot(name_or_path)  # a name that is no hub id raises here
     if folder is None and huggingface_hub.constants.HF_HUB_OFFLINE:
         raise FileNotFoundError(
             f"model {name_or_path!r} is not in the local Hugging Face cache "
