@@ -30,6 +30,7 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
 from helpers import paths, runs
+from helpers.params import ParameterError, check_run
 from helpers.steps import STEPS, producer
 
 
@@ -116,6 +117,11 @@ def run(
 ) -> dict:
     """Execute `sources` in order. `overrides` (the user's -p) must each be declared by some selected
     notebook; they and `defaults` go to the notebooks that declare them. Returns the timings (s) per notebook."""
+    for src in sources:  # every parameter checked before any notebook (or model) starts
+        try:
+            check_run(src, {**(defaults or {}), **overrides})
+        except ParameterError as error:
+            raise SystemExit(f"{src.stem}: {error}") from None
     inputs = {src: to_ipynb(src, build_dir / "source" / f"{src.stem}.ipynb") for src in sources}
     declared = {src: papermill.inspect_notebook(str(nb)) for src, nb in inputs.items()}
     unused = [name for name in overrides if not any(name in params for params in declared.values())]
