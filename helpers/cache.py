@@ -192,7 +192,12 @@ class ResultCache:
                 file=sys.stderr,
                 mininterval=2,
             ) as bar:
-                workers.compute_all(chunks, lambda: bar.update(sum(e.exists() for e in entries) - bar.n))
+
+                def on_disk() -> None:  # counts the chunks other processes saved too
+                    bar.update(sum(entry.exists() for entry in entries) - bar.n)
+
+                workers.compute_all(chunks, on_disk)
+                on_disk()
             for i in missing:
                 parts[i] = self.load(name, keys[i])
                 if parts[i] is None:
