@@ -134,3 +134,32 @@ def test_a_shard_takes_its_share_first(monkeypatch):
     monkeypatch.setenv(workers.WORKERS_ENV, "0")
     with pytest.raises(ValueError, match="whole number"):
         workers.worker_count()
+
+
+def test_workers_fork_inside_a_notebook_kernel(tmp_path, monkeypatch):
+    """The runner's kernels fork their workers after the model is loaded: a chunked run in a papermill kernel
+    at 2 workers finishes and gives the arrays of 1 worker."""
+    from helpers import run
+
+    header = (
+        "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     language: python\n"
+        "#     name: python3\n# ---\n\n"
+    )
+    body = (
+        '# %% tags=["parameters"]\nfolder = ""\n\n# %%\nimport numpy as np\nimport torch\n'
+        "from helpers.cache import ResultCache\n"
+        "torch.ones(64, 64) @ torch.ones(64, 64)  # the kernel has run torch before it forks\n"
+        "out = ResultCache(folder).cached_chunks('w', {}, 6, 1, lambda a, b: {'v': np.arange(a, b) * np.pi})\n"
+        "np.save(folder + '/out.npy', out['v'])\n"
+    )
+    source = tmp_path / "98_workers.py"
+    source.write_text(header + body)
+    results = {}
+    for n in (1, 2):
+        monkeypatch.setenv(workers.WORKERS_ENV, str(n))
+        folder = tmp_path / f"cache{n}"
+        folder.mkdir()
+        run.run([source], {"folder": str(folder)}, tmp_path / f"build{n}")
+        results[n] = np.load(folder / "out.npy")
+        assert len(list((folder / "w").glob("*.npz"))) == 6 and not list(folder.rglob("*.claim"))
+    np.testing.assert_array_equal(results[1], results[2])
