@@ -15,7 +15,7 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 figures: setup
-	$(PY) -m helpers.run --publish
+	$(PY) -m helpers.run
 
 smoke: setup
 	$(PY) -m helpers.run --smoke
