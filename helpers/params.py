@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import jupytext
 
-from helpers import paths, runs
+from helpers import paths, runs, sizes
 from helpers.design import CORPORA, SETTINGS
 from helpers.engine.interventions import ROW_GROUPS
 from helpers.engine.loading import model_folder, model_heads, resolve_device, resolve_dtype
@@ -33,7 +33,14 @@ SIZE_MINIMUM = {
     "n_boot": 10,
 }
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50}
+SMOKE = {
+    "n_items": 8,
+    "n_strips": 8,
+    "n_random": 3,
+    "n_random_large": sizes.SMOKE_RANDOM,
+    "n_splits": 5,
+    "n_boot": 50,
+}
 
 
 class ParameterError(ValueError):
@@ -208,6 +215,7 @@ CHECKS = {
     "rows": _check_choice("rows", ROW_GROUPS),
     "eval_corpus": _check_corpus("eval_corpus"),
     "seed": _check_seed,
+    "profile": _check_choice("profile", sizes.PROFILES),
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
     "out_dir": _check_dir("out_dir"),
@@ -218,13 +226,16 @@ CHECKS = {
 
 
 def validate(params: dict) -> SimpleNamespace:
-    """Check every parameter, shrink sizes to SMOKE when `smoke` is true, return them as attributes."""
+    """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
+    sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes."""
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
     checked = {name: CHECKS[name](value) for name, value in params.items()}
     if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere
         checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
+    if checked.get("profile") == "paper":
+        checked.update({n: v for n, v in sizes.PAPER_SIZES.items() if n in checked})
     _check_sizes_against_model(checked)
     if checked.get("smoke"):
         checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
