@@ -5,7 +5,8 @@ on disk can execute code), written atomically (`helpers.files.atomic_write`: tem
 killed run never leaves a half-written entry under a valid name. A truncated or corrupt entry is
 detected on load, removed and recomputed. `cached_chunks` splits a long per-item computation into
 chunks, so a rerun after a crash recomputes only the missing ones; a progress bar counts the chunks
-already on disk as done.
+already on disk as done. Missing chunks are computed by several processes at once (helpers/workers.py:
+forked workers, shards).
 """
 
 import ast
@@ -20,19 +21,21 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from helpers import workers
 from helpers.files import atomic_write
 
 _HEADER = "__header__"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
-NOT_RESULTS = frozenset({"helpers.cache", "helpers.paths"})  # modules whose code never changes a result
+# modules whose code never changes a result
+NOT_RESULTS = frozenset({"helpers.cache", "helpers.files", "helpers.paths", "helpers.workers"})
 
 
 def code_version(module_name: str) -> str:
     """Short hash of the code of project module `module_name` and of every project module it imports,
     transitively (found from the import statements), so a result is recomputed when any code it ran
     changed. Docstrings and comments are not part of the hash: editing them reuses the cache. The cache
-    machinery and the path table (NOT_RESULTS) decide where results are kept, not what they are, and are
-    left out."""
+    machinery, its workers, file writing and the path table (NOT_RESULTS) decide where and how results are
+    kept, not what they are, and are left out."""
     digest = hashlib.sha256()
     for name in sorted(_project_imports(module_name) - NOT_RESULTS):
         digest.update(f"{name}\n{_code_text(_module_path(name))}\n".encode())
@@ -171,23 +174,32 @@ class ResultCache:
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
         bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
-        parts = [None] * len(bounds)
-        for i, (start, stop) in enumerate(bounds):  # what is on disk first, so the bar's ETA is the work left
-            parts[i] = self.load(name, {**params, "chunk": [start, stop]})
-        done = sum(part is not None for part in parts)
-        with tqdm(
-            total=len(bounds),
-            initial=done,
-            desc=name,
-            unit="chunk",
-            file=sys.stderr,
-            mininterval=2,
-            disable=done == len(bounds),
-        ) as bar:
-            for i, (start, stop) in enumerate(bounds):
+        keys = [{**params, "chunk": [start, stop]} for start, stop in bounds]
+        parts = [self.load(name, key) for key in keys]  # what is on disk first, so the bar's ETA is the work left
+        missing = [i for i in workers.shard_order(len(bounds)) if parts[i] is None]
+        if missing:
+            entries = [self.path(name, key) for key in keys]
+            chunks = [(entries[i], self._saver(name, keys[i], compute, *bounds[i])) for i in missing]
+            with tqdm(
+                total=len(bounds),
+                initial=len(bounds) - len(missing),
+                desc=name,
+                unit="chunk",
+                file=sys.stderr,
+                mininterval=2,
+            ) as bar:
+
+                def on_disk() -> None:  # counts the chunks other processes saved too
+                    bar.update(sum(entry.exists() for entry in entries) - bar.n)
+
+                workers.compute_all(chunks, on_disk)
+                on_disk()
+            for i in missing:
+                parts[i] = self.load(name, keys[i])
                 if parts[i] is None:
-                    parts[i] = self.get_or_compute(
-                        name, {**params, "chunk": [start, stop]}, lambda a=start, b=stop: compute(a, b)
-                    )
-                    bar.update()
+                    raise RuntimeError(f"chunk {keys[i]['chunk']} of {name} vanished from {self.root}")
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+    def _saver(self, name: str, key: dict, compute: Callable[[int, int], dict], start: int, stop: int):
+        """The call that computes chunk [start, stop) and saves it as the entry of `key`."""
+        return lambda: self.save(name, key, {k: np.asarray(v) for k, v in compute(start, stop).items()})

@@ -24,7 +24,8 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import greedy_answers
-from helpers.stimuli import Item, corpus_identity, load_corpus, strip_items
+from helpers.items import corpus_key, items_of
+from helpers.stimuli import Item
 
 ROW_AGGREGATES = ("mean", "max")
 KEY_AGGREGATES = ("raw", "share")
@@ -99,10 +100,9 @@ def discover(
     lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
 ) -> dict[str, np.ndarray]:
     """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
-    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus_identity(corpus_obj),
+        "corpus": corpus_key(corpus),
         "query": query,
         "seed": seed,
         "batch_size": batch_size,
@@ -114,7 +114,7 @@ def discover(
         params,
         n_strips,
         batch_size,
-        lambda start, stop: score_strips(lm, strip_items(corpus_obj, stop, seed, query)[start:]),
+        lambda start, stop: score_strips(lm, list(items_of(f"strip_{query}", corpus, n_strips, seed)[start:stop])),
     )
 
 

@@ -17,7 +17,8 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
 from helpers.engine.loading import model_fingerprint
-from helpers.stimuli import Item, build_items, corpus_identity, load_corpus
+from helpers.items import corpus_key, items_of
+from helpers.stimuli import Item
 
 GROUPS = ("image", "text", "first")
 
@@ -51,10 +52,9 @@ def mass_run(
 ) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
-    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus_identity(corpus_obj),
+        "corpus": corpus_key(corpus),
         "kind": kind,
         "seed": seed,
         "rows": rows,
@@ -66,7 +66,7 @@ def mass_run(
         params,
         n_items,
         batch_size,
-        lambda start, stop: item_masses(lm, build_items(kind, corpus_obj, stop, seed)[start:], rows),
+        lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), rows),
     )
     return {name: values.mean(0) for name, values in per_item.items()}
 

@@ -20,16 +20,16 @@ import torch
 
 from helpers.cache import ResultCache, code_version
 from helpers.engine.attention import HIDE
-from helpers.engine.inputs import build_batch
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
-from helpers.engine.mcq import letter_probs
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of
 from helpers.steering import head_sets_key
-from helpers.stimuli import Item, corpus_identity, load_corpus, single_image_items
+from helpers.stimuli import Item
 
 ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")
 KEY_GROUPS = ("image", "text")
+ARM_KINDS = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}  # stimuli.KINDS
 
 
 def hidden_keys(batch, keys: str) -> torch.Tensor:
@@ -43,22 +43,25 @@ def hidden_keys(batch, keys: str) -> torch.Tensor:
 
 @torch.no_grad()
 def mask_items(
-    lm, items: list[Item], head_sets: np.ndarray, rows: str = "all", sets_per_forward: int = 64, keys: str = "image"
+    lm,
+    items: list[Item],
+    head_sets: np.ndarray,
+    rows: str = "all",
+    sets_per_forward: int = 64,
+    keys: str = "image",
+    clean: bool = True,
 ) -> dict[str, np.ndarray]:
     """Letter probabilities of every item with `keys` (hidden_keys) hidden from each head-set [n, L, H].
 
-    Returns p_masked [N, n, 4], p_clean [N, 4] and correct [N]."""
+    Returns p_masked [N, n, 4], correct [N] and with `clean` p_clean [N, 4] (necessity_run takes it
+    from the cached clean run instead)."""
     sets = torch.as_tensor(head_sets, dtype=torch.bool)
-    p_masked, p_clean = [], []
+    p_masked = []
     for item in items:
-        batch = build_batch(lm.processor, [item])
+        batch = item_batch(lm.processor, item)
         p_masked.append(letter_probs_under(lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward))
-        p_clean.append(letter_probs(lm.model, lm.processor, batch)[0])
-    return {
-        "p_masked": torch.stack(p_masked).numpy(),
-        "p_clean": torch.stack(p_clean).numpy(),
-        "correct": np.array([item.correct for item in items]),
-    }
+    out = {"p_masked": torch.stack(p_masked).numpy(), "correct": np.array([item.correct for item in items])}
+    return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
 
 def necessity_run(
@@ -75,16 +78,15 @@ def necessity_run(
     keys: str = "image",
 ) -> dict[str, np.ndarray]:
     """mask_items on `arms` (default: both NCS arms) of `n_items` single-image MCQs of `corpus`, the
-    `keys` hidden, cached per chunk of items.
+    `keys` hidden, cached per chunk of items; the clean probabilities from clean_run.
 
     Keys: "<arm>_p_masked" [N, n, 4], "<arm>_p_clean" [N, 4] and "<arm>_correct" [N] for each arm."""
     bad = [arm for arm in arms if arm not in ALL_ARMS]
     if bad or not arms:
         raise ValueError(f"arms {list(arms)} must be a non-empty selection of {ALL_ARMS}")
-    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus_identity(corpus_obj),
+        "corpus": corpus_key(corpus),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "rows": rows,
@@ -97,16 +99,15 @@ def necessity_run(
     def compute(start, stop):
         out = {}
         for arm in arms:
-            items = single_image_items(corpus_obj, stop, seed, arm)[start:]
-            out.update(
-                {
-                    f"{arm}_{key}": value
-                    for key, value in mask_items(lm, items, head_sets, rows, sets_per_forward, keys).items()
-                }
-            )
+            items = items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop]
+            masked = mask_items(lm, items, head_sets, rows, sets_per_forward, keys, clean=False)
+            out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
 
-    return cache.cached_chunks("necessity", params, n_items, chunk, compute)
+    run = cache.cached_chunks("necessity", params, n_items, chunk, compute)
+    for arm in arms:
+        run[f"{arm}_p_clean"] = clean_run(lm, ARM_KINDS[arm], corpus, n_items, seed, cache, chunk)
+    return run
 
 
 def drop(run: dict[str, np.ndarray], arm: str) -> np.ndarray:

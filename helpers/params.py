@@ -235,10 +235,10 @@ def validate(params: dict) -> SimpleNamespace:
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
     checked = {name: CHECKS[name](value) for name, value in params.items()}
-    if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere
-        checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
     if checked.get("profile") == "paper":
         checked.update({n: v for n, v in sizes.PAPER_SIZES.items() if n in checked})
+    if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere
+        checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
     _check_sizes_against_model(checked)
     if checked.get("smoke"):
         checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})

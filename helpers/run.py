@@ -5,6 +5,8 @@
     python -m helpers.run 03 04 -p model /path/to/model -p device cuda
     python -m helpers.run --smoke              # small sizes, into build/smoke/
     python -m helpers.run 04 --out my_run      # an explicit run folder
+    python -m helpers.run --workers 4          # 4 processes compute each run's chunks (default: the cores)
+    python -m helpers.run 04 --shard 0/8 -p cache_dir /shared/cache   # one of 8 shards: chunks only
 
 Only the default configuration (the embedded toy, every notebook, no parameter changed) writes into
 paper_figures/ and data/. Each notebook (`notebooks/NN_name.py`, a jupytext percent source) is executed
@@ -12,13 +14,19 @@ with kernel `python3` in `notebooks/`; its executed copy (.ipynb, with every out
 .html rendering) lands in the run's notebooks/ folder beside `run.json` (parameters, versions, the
 model's fingerprint, the time each notebook took). Before a notebook starts, the data it reads from
 earlier notebooks must exist (helpers/steps.py); the first failure stops the run and names the cell.
+
+`--shard i/n` runs the notebooks as shard i of n (helpers/workers.py): it fills the cache folder with its
+share of every run's chunks (and any chunk no other process holds) and writes its tables and notebooks
+into build/shards/, never into a run folder; a plain run afterwards with the same cache assembles them.
 """
 
 import argparse
 import ast
 import json
 import logging
+import os
 import platform
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -29,7 +37,7 @@ import papermill
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from helpers import paths, runs
+from helpers import paths, runs, workers
 from helpers.params import ParameterError, check_run
 from helpers.steps import STEPS, producer
 
@@ -214,6 +222,14 @@ def _resolve_paths(overrides: dict) -> dict:
     }
 
 
+def shard_folders(target: runs.RunFolders, shard: str) -> runs.RunFolders:
+    """A scratch run folder for one shard, its data/ a copy of the target run's (the head-sets 03-05 read)."""
+    folders = runs.in_folder(paths.BUILD / "shards" / f"{target.out.name}-{shard.replace('/', '-of-')}")
+    if target.data.exists():
+        shutil.copytree(target.data, folders.data, dirs_exist_ok=True)
+    return folders
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="prefixes of notebooks to run (default: all)")
@@ -229,8 +245,15 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--out", help="the run folder (default: paper_figures/ for the default full run, else runs/<model>-<hash>/)"
     )
+    parser.add_argument("--workers", type=int, help="processes per run's chunks (default: the cores available)")
+    parser.add_argument("--shard", help="i/n: compute shard i of n of every run's chunks into the cache; no tables")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.workers is not None:
+        os.environ[workers.WORKERS_ENV] = str(args.workers)  # the notebooks' kernels inherit it
+    if args.shard is not None:
+        os.environ[workers.SHARD_ENV] = args.shard
+        workers.shard()  # a malformed i/n stops here
     overrides = _resolve_paths({name: parse_value(value) for name, value in args.p})
     sources = select(args.notebooks)
     defaults = {"smoke": True} if args.smoke else {}
@@ -243,6 +266,8 @@ def main(argv=None) -> None:
         model = overrides.get("model", "toy")
         full_default = len(sources) == len(notebook_sources()) and runs.is_default(model, changed)
         folders = runs.folders_for(model, changed, publish=full_default)
+    if args.shard is not None:
+        folders = shard_folders(folders, args.shard)
     print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
     build_dir = paths.BUILD / "runner" / folders.out.name
     timings = run(sources, overrides, build_dir, folders, defaults)

@@ -19,11 +19,10 @@ import numpy as np
 import torch
 
 from helpers.cache import ResultCache, code_version
-from helpers.engine.inputs import build_batch
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
-from helpers.engine.mcq import letter_probs
-from helpers.stimuli import LETTERS, Item, corpus_identity, grid_items, load_corpus
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of
+from helpers.stimuli import LETTERS, Item
 
 
 def distractor_cells(items: list[Item], seed: int) -> np.ndarray:
@@ -49,30 +48,30 @@ def steer_items(
     beta: float,
     rows: str = "all",
     sets_per_forward: int = 64,
+    clean: bool = True,
 ) -> dict[str, np.ndarray]:
     """Letter probabilities of every item under do(S -> c) and do(S -> d) for every head-set.
 
-    head_sets: bool [n, L, H]. Returns p_to_c and p_to_d [N, n, 4], p_clean [N, 4], correct and
-    distractor [N]."""
+    head_sets: bool [n, L, H]. Returns p_to_c and p_to_d [N, n, 4], correct and distractor [N], and
+    with `clean` p_clean [N, 4] (steering_run takes it from the cached clean run instead)."""
     sets = torch.as_tensor(head_sets, dtype=torch.bool)
     n = sets.shape[0]
-    p_to_c, p_to_d, p_clean = [], [], []
+    p_to_c, p_to_d = [], []
     for item, d in zip(items, distractors):
-        batch = build_batch(lm.processor, [item])
+        batch = item_batch(lm.processor, item)
         keys = torch.cat(
             [cell_keys(lm, batch, item, item.correct).expand(n, -1), cell_keys(lm, batch, item, int(d)).expand(n, -1)]
         )  # [2n, T]
         probs = letter_probs_under(lm, batch, torch.cat([sets, sets]), keys, beta, rows, sets_per_forward)
         p_to_c.append(probs[:n])
         p_to_d.append(probs[n:])
-        p_clean.append(letter_probs(lm.model, lm.processor, batch)[0])
-    return {
+    out = {
         "p_to_c": torch.stack(p_to_c).numpy(),
         "p_to_d": torch.stack(p_to_d).numpy(),
-        "p_clean": torch.stack(p_clean).numpy(),
         "correct": np.array([i.correct for i in items]),
         "distractor": np.asarray(distractors),
     }
+    return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
 
 def head_sets_key(head_sets: np.ndarray) -> str:
@@ -93,11 +92,10 @@ def steering_run(
     chunk: int = 10,
     sets_per_forward: int = 64,
 ) -> dict[str, np.ndarray]:
-    """steer_items over `n_items` plain grids of `corpus`, cached per chunk of items."""
-    corpus_obj = load_corpus(corpus)
+    """steer_items over `n_items` plain grids of `corpus`, cached per chunk of items; p_clean from clean_run."""
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus_identity(corpus_obj),
+        "corpus": corpus_key(corpus),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "beta": float(beta),
@@ -107,10 +105,11 @@ def steering_run(
     }
 
     def compute(start, stop):
-        items = grid_items(corpus_obj, stop, seed)[start:]
-        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, rows, sets_per_forward)
+        items = items_of("grid", corpus, n_items, seed)[start:stop]
+        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, rows, sets_per_forward, False)
 
-    return cache.cached_chunks("steering", params, n_items, chunk, compute)
+    run = cache.cached_chunks("steering", params, n_items, chunk, compute)
+    return {**run, "p_clean": clean_run(lm, "grid", corpus, n_items, seed, cache, chunk)}
 
 
 def _at(probs: np.ndarray, cells: np.ndarray) -> np.ndarray:

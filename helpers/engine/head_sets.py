@@ -45,13 +45,20 @@ def expand_item(inputs: dict, n: int) -> dict:
 
 @torch.no_grad()
 def run_head_sets(
-    loaded, item: dict, heads: torch.Tensor, keys: torch.Tensor, bias: float | torch.Tensor, rows: Rows = "all"
+    loaded,
+    item: dict,
+    heads: torch.Tensor,
+    keys: torch.Tensor,
+    bias: float | torch.Tensor,
+    rows: Rows = "all",
+    logits_to_keep: int = 0,
 ) -> torch.Tensor:
     """Logits [n, T, V] of one item under n head-sets: the same as n probe calls, sharing their common work.
 
     ``item``: a one-item processor output (batch 1, T positions). ``heads``: [n, L, H] (stack_head_sets).
     ``keys`` and ``rows``: [1, T] (the same for every set) or [n, T]; ``rows`` may be "all". ``bias``: a
-    float, HIDE or an [n] tensor, as in Intervention.
+    float, HIDE or an [n] tensor, as in Intervention. ``logits_to_keep``: as in transformers (1: the output
+    head runs only at the last position, logits [n, 1, V]; 0: every position).
 
     The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
     and the decoder layers below d0 run once at batch 1 and the hidden states entering layer d0 are
@@ -74,7 +81,7 @@ def run_head_sets(
     used = heads.any(0).any(-1).nonzero().flatten()  # candidate layers holding a head
     if used.numel() == 0:  # every set is empty: the clean forward
         _prepare_intervention(spec, len(adapter.candidate_layers), adapter.n_heads)
-        return loaded.model(**item, use_cache=False).logits.repeat(n, 1, 1)
+        return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits.repeat(n, 1, 1)
     first = int(used[0])
     split = adapter.candidate_layers[first]  # d0, a decoder-layer index
     text_model = adapter.language_model(loaded.model)
@@ -90,7 +97,7 @@ def run_head_sets(
         )
     try:
         with _probe(loaded, None, spec, shared_layers=shared):
-            return loaded.model(**item, use_cache=False).logits
+            return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits
     finally:
         hook.remove()
 

@@ -56,8 +56,9 @@ def letter_probs_under(
         stop = min(start + sets_per_forward, n)
         chunk_keys = keys if keys.shape[0] == 1 else keys[start:stop]
         chunk_bias = bias if bias.ndim == 0 else bias[start:stop]
-        logits = run_head_sets(
-            lm, inputs, heads[start:stop].to(device), chunk_keys.to(device), chunk_bias, rows=selected_rows
-        )  # [c, T, V]
+        chunk_heads = heads[start:stop].to(device)
+        logits = run_head_sets(  # [c, 1, V]: the output head runs only at the answer row
+            lm, inputs, chunk_heads, chunk_keys.to(device), chunk_bias, selected_rows, logits_to_keep=1
+        )
         out.append(letter_probs_from_logits(logits[:, -1], letter_ids).cpu())
     return torch.cat(out)

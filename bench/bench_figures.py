@@ -1,0 +1,227 @@
+"""Benchmark of what `make figures` spends its time on, on the toy at one thread per process.
+
+    python -m bench.bench_figures [--repeats 5]
+
+Every comparison is timed inside one run, its two sides interleaved (A, B, A, B, ...) and summarised by
+their medians, in CPU seconds of the processes doing the work (the machine may be shared: CPU time is
+what a load from other processes changes least):
+
+- the exact cuts, one by one, per item of a CERS run (S + 20 sets steered to c and to d, 42 copies) and
+  of an NCS arm (21 copies): the clean forward per call, the output head at every row, the stimuli
+  re-rendered per chunk, the processor call per run; each cut's factor on the per-item time;
+- the per-copy time of run_head_sets against the fp32 matmul-peak floor (the copy's matmul FLOPs at the
+  peak measured here) and the fixed cost per call;
+- one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
+  and the speed-up N idle cores would give, N x CPU(1 worker) / CPU(N workers, children included);
+- the projected `make figures` time: each notebook's planned copies (helpers/steps.py) at the measured
+  per-copy time, divided by the idle-core speed-up of the workers.
+
+Writes build/bench/figures.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from helpers import paths, steering, workers
+from helpers.cache import ResultCache
+from helpers.controls import layer_matched_sets, with_controls
+from helpers.design import SETTINGS
+from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine.mcq import letter_probs
+from helpers.headsets import load_settings
+from helpers.items import items_of
+from helpers.params import declared_parameters
+from helpers.steps import STEPS
+from helpers.stimuli import grid_items, load_corpus, single_image_items
+
+RENDERS_PER_ITEM = 5.5  # chunks of 10 of 100 items, each rendering items 0..stop: 550 renders per 100 items
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its reaped children (forked workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _interleaved(calls: dict, repeats: int, clock=_cpu_seconds) -> dict[str, float]:
+    """Median seconds (of `clock`) of each call, the calls run in turn `repeats` times."""
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = clock()
+            call()
+            times[name].append(clock() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _sets(lm) -> np.ndarray:
+    """[21, L, H]: co-ref-qsp's S and 20 layer-matched random sets (the published head-set)."""
+    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    head_set = load_settings(paths.DATA / "headsets", SETTINGS, "toy", n_layers, n_heads, "")["co-ref-qsp"]
+    return with_controls(head_set, layer_matched_sets(head_set, 20, (0, 1)))
+
+
+def cuts(lm, repeats: int) -> dict:
+    """Per-item seconds of each part the cuts remove, and each cut's factor on a CERS and an NCS item."""
+    sets = torch.as_tensor(_sets(lm))
+    corpus = load_corpus("co")
+    grid = grid_items(corpus, 1, 0)[0]  # the render timed below is a grid's, the dearer kind
+    single = single_image_items(corpus, 1, 0, "matched")[0]
+    grid_batch, single_batch = build_batch(lm.processor, [grid]), build_batch(lm.processor, [single])
+    keys = steering.cell_keys(lm, grid_batch, grid, grid.correct)
+    steer_sets = torch.cat([sets, sets])  # [42, L, H]: to c and to d
+
+    def cers_call(keep: int):
+        return lambda: run_head_sets(lm, grid_batch.inputs, steer_sets, keys, 10.0, logits_to_keep=keep)
+
+    def ncs_call(head_sets: torch.Tensor, keep: int = 0):
+        return lambda: run_head_sets(lm, single_batch.inputs, head_sets, single_batch.image_mask, HIDE, "all", keep)
+
+    t = _interleaved(
+        {
+            "cers call, output head at every row": cers_call(0),
+            "cers call, output head at the last row": cers_call(1),
+            "ncs call, output head at every row": ncs_call(sets),
+            "ncs call, output head at the last row": ncs_call(sets, 1),
+            "one-set call": ncs_call(sets[:1]),
+            "clean forward": lambda: letter_probs(lm.model, lm.processor, single_batch),
+            "processor call": lambda: build_batch(lm.processor, [single]),
+            "render one grid item": lambda: grid_items(corpus, 1, 0),
+        },
+        repeats,
+    )
+    out = {"seconds": t}
+    for kind, copies in (("cers", 42), ("ncs", 21)):
+        full, last = t[f"{kind} call, output head at every row"], t[f"{kind} call, output head at the last row"]
+        render = RENDERS_PER_ITEM * t["render one grid item"]
+        parts = {  # what each cut removes from one item's work, in the order they were made
+            "clean probabilities once per item": t["clean forward"],
+            "output head only at the answer row": full - last,
+            "stimuli rendered once per process": render,
+            "processor call once per item": t["processor call"],
+        }
+        before = full + t["clean forward"] + render + t["processor call"]
+        left, factors = before, {}
+        for name, saved in parts.items():
+            factors[name] = left / (left - saved)
+            left -= saved
+        out[kind] = {
+            "copies": copies,
+            "item_seconds_before": before,
+            "item_seconds_after": left,
+            "factors": factors,
+            "factor": before / left,
+            "per_copy_seconds": last / copies,
+        }
+    per_copy = (t["ncs call, output head at every row"] - t["one-set call"]) / 20  # t(n) = fixed + n * per_copy
+    out["fixed_seconds_per_call"] = t["one-set call"] - per_copy
+    return out
+
+
+def matmul_floor(lm) -> dict:
+    """fp32 matmul FLOPs of one copy of an NCS item through the decoder, and the seconds they take at the
+    peak rate of a [T*21, D] x [D, D'] matmul measured here."""
+    config = lm.model.config.text_config
+    tokens = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched")).inputs["input_ids"]
+    T, D, F = tokens.shape[1], config.hidden_size, config.intermediate_size
+    q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
+    per_layer = 2 * T * D * (q + 2 * kv) + 2 * T * q * D + 2 * T * 3 * D * F + 2 * 2 * T * T * q
+    flops = config.num_hidden_layers * per_layer
+    a, b = torch.randn(T * 21, D), torch.randn(D, F)
+    best = min(_interleaved({"matmul": lambda: [a @ b for _ in range(50)]}, 5).values()) / 50
+    peak = 2 * a.shape[0] * D * F / best
+    return {"tokens": T, "flops_per_copy": flops, "peak_flops": peak, "floor_seconds_per_copy": flops / peak}
+
+
+def worker_speedup(lm, n_workers: int, repeats: int) -> dict:
+    """Seconds to compute 2 x n_workers chunks of a steering run (fresh cache) at 1 worker and at n_workers."""
+    sets = _sets(lm)
+    n_items = 2 * n_workers * 2  # chunks of 2 items
+    items_of("grid", "co", n_items, 0)  # rendered before timing, as after the first run of a notebook
+
+    def run(n: int) -> None:
+        import os
+
+        os.environ[workers.WORKERS_ENV] = str(n)
+        with tempfile.TemporaryDirectory() as folder:
+            steering.steering_run(lm, "co", n_items, 0, sets, 10.0, "all", ResultCache(folder), chunk=2)
+
+    calls = {"1 worker": lambda: run(1), f"{n_workers} workers": lambda: run(n_workers)}
+    wall, cpu = _interleaved(calls, repeats, time.perf_counter), _interleaved(calls, repeats)
+    return {
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        "wall_speedup": wall["1 worker"] / wall[f"{n_workers} workers"],
+        "speedup": n_workers * cpu["1 worker"] / cpu[f"{n_workers} workers"],
+        "workers": n_workers,
+    }
+
+
+def projection(per_copy: dict, n_workers: int, speedup: float) -> dict:
+    """make figures' copies per notebook (helpers/steps.py, at the notebooks' defaults) at the measured
+    per-copy time (CERS items for 03, NCS items otherwise), and the total at n_workers."""
+    out = {}
+    for notebook in ("03_cers", "04_ncs", "05_controls"):
+        copies = STEPS[notebook].planned_forwards(declared_parameters(notebook))
+        seconds = copies * per_copy["cers" if notebook == "03_cers" else "ncs"]
+        out[notebook] = {"copies": copies, "seconds_one_worker": seconds, "seconds": seconds / speedup}
+    out["total_minutes"] = sum(v["seconds"] for v in out.values()) / 60
+    out["workers"] = n_workers
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=len(__import__("os").sched_getaffinity(0)))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    lm = load_model("toy")
+    result = {"cuts": cuts(lm, args.repeats), "floor": matmul_floor(lm)}
+    result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
+    per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
+    result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
+    paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
+    out = paths.BENCH_OUT / "figures.json"
+    out.write_text(json.dumps(result, indent=2))
+    _print(result)
+    print(f"wrote {out}")
+
+
+def _print(result: dict) -> None:
+    for kind in ("cers", "ncs"):
+        c = result["cuts"][kind]
+        print(
+            f"{kind} item ({c['copies']} copies): {1e3 * c['item_seconds_before']:.0f} ms -> "
+            f"{1e3 * c['item_seconds_after']:.0f} ms = {c['factor']:.2f}x"
+        )
+        for name, factor in c["factors"].items():
+            print(f"    {name:<40}{factor:>6.2f}x")
+    floor = result["floor"]
+    print(
+        f"per copy {1e3 * result['cuts']['ncs']['per_copy_seconds']:.2f} ms vs matmul-peak floor "
+        f"{1e3 * floor['floor_seconds_per_copy']:.2f} ms ({floor['peak_flops'] / 1e9:.0f} GFLOP/s); fixed cost "
+        f"per call {1e3 * result['cuts']['fixed_seconds_per_call']:.1f} ms"
+    )
+    w = result["workers"]
+    print(
+        f"workers: 1 vs {w['workers']}: {w['wall_speedup']:.2f}x wall-clock here, {w['speedup']:.2f}x on idle cores "
+        f"({w['workers']} x CPU(1) / CPU({w['workers']}))"
+    )
+    p = result["projection"]
+    for notebook in ("03_cers", "04_ncs", "05_controls"):
+        print(f"    {notebook:<14}{p[notebook]['copies']:>9,} copies {p[notebook]['seconds'] / 60:>6.1f} min")
+    print(f"projected 03-05 at {p['workers']} workers: {p['total_minutes']:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
