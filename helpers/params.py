@@ -56,8 +56,11 @@ def _check_model(value):
         _fail("model", value, "use 'toy', a local save_pretrained folder or a hub id like 'Qwen/Qwen3-VL-8B-Instruct'")
     if not (value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value)):
         _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+    folder = Path(value).expanduser()
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        _fail("model", value, f"the folder {folder} holds no config.json; pass a save_pretrained folder")
     try:
-        model_folder(str(Path(value).expanduser()) if Path(value).expanduser().is_dir() else value)
+        model_folder(str(folder) if folder.is_dir() else value)
     except FileNotFoundError as error:  # the toy not built, or a hub id not cached while offline
         _fail("model", value, str(error))
     return value

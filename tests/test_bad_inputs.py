@@ -135,6 +135,12 @@ PARAMETERS = [
     Case("parameters", "model an int", _validate(model=3), ("model=3", "'toy'")),
     Case(
         "parameters",
+        "model folder without config",
+        lambda f: params.validate({"model": str(f.tmp)}),
+        ("model=", "holds no config.json", "save_pretrained folder"),
+    ),
+    Case(
+        "parameters",
         "corpus unreadable image",
         lambda f: params.validate({"eval_corpus": _broken_image(f)}),
         ("eval_corpus=", "1.png", "not a readable image"),

@@ -2,8 +2,9 @@
 
 The whole public API, by module:
 
-- ``loading``: ``load_model(name, device, dtype)`` -> ``LoadedModel`` (model, processor, adapter, name) for
-  "toy", a local ``save_pretrained`` folder or a hub id; ``wrap_model`` for a model built in memory.
+- ``loading``: ``load_model(name, device, dtype)`` -> ``LoadedModel`` (model, processor, adapter, name, folder)
+  for "toy", a local ``save_pretrained`` folder or a hub id (device and dtype may be "auto");
+  ``wrap_model`` for a model built in memory; ``model_fingerprint`` (file contents + hub commit) for cache keys.
 - ``attention``: the attention function registered with transformers (``ATTENTION``) and the probe:
   ``probe(lm, read=Read(...), intervene=Intervention(...))`` around any forward or ``generate``;
   ``HIDE`` is the bias that masks keys.
