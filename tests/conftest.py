@@ -1,11 +1,43 @@
-"""Tests run their cached computations in one process (HELPERS_WORKERS=1) unless a test asks for more:
-a compute function's side effects (e.g. a list of the chunks it saw) are then visible to the test."""
+"""Shared fixtures. Tests run their cached computations in one process (HELPERS_WORKERS=1) unless a test
+asks for more: a compute function's side effects (e.g. a list of the chunks it saw) are then visible to the
+test. `smoke_run` executes every notebook once per test session at smoke sizes (`python -m helpers.run
+--smoke`, into build/smoke/); the notebook and browser tests read what it wrote."""
+
+import subprocess
+import sys
 
 import pytest
 
+from helpers import paths
 from helpers.workers import WORKERS_ENV
 
 
 @pytest.fixture(autouse=True)
 def one_worker(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "1")
+
+
+def _published_files() -> dict:
+    return {p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def smoke_run():
+    """The smoke run's folder, with the published files' mtimes before and after it."""
+    before = _published_files()
+    proc = subprocess.run(
+        [sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT, capture_output=True, text=True, timeout=2400
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"folder": paths.BUILD / "smoke", "published_before": before, "published_after": _published_files()}
+
+
+@pytest.fixture(autouse=True)
+def no_probe_left_open():
+    """Every test leaves the engine with no probe open (a leaked probe would act on later forwards)."""
+    from helpers.engine import attention
+
+    yield
+    leaked = list(attention._ACTIVE)
+    attention._ACTIVE.clear()
+    assert not leaked, f"{len(leaked)} probe(s) left open"

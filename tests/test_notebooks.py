@@ -2,8 +2,6 @@
 
 import ast
 import json
-import subprocess
-import sys
 
 import jupytext
 import pytest
@@ -64,16 +62,9 @@ def test_unknown_notebook_prefix_lists_available():
         run.select(["42"])
 
 
-def test_smoke_run_of_every_notebook():
+def test_smoke_run_of_every_notebook(smoke_run):
     """`python -m helpers.run --smoke`: every notebook end to end with small sizes, into build/smoke/."""
-    before = {
-        p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "helpers.run", "--smoke"], cwd=paths.ROOT, capture_output=True, text=True, timeout=1800
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = paths.BUILD / "smoke"
+    out = smoke_run["folder"]
     for notebook, step in STEPS.items():
         for name in step.output_files():
             assert (out / name).exists(), f"{notebook} did not write {name}"
@@ -88,10 +79,7 @@ def test_smoke_run_of_every_notebook():
     assert (out / "design_settings.csv").read_text().count("\n") == 13
     run_record = json.loads((out / "notebooks" / "run.json").read_text())
     assert set(run_record["seconds_per_notebook"]) == set(STEPS) and run_record["parameters"] == {"smoke": True}
-    after = {
-        p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()
-    }
-    assert after == before, "a smoke run must never write into paper_figures/ or data/"
+    assert smoke_run["published_after"] == smoke_run["published_before"], "a smoke run wrote into paper_figures/"
 
 
 def test_only_the_default_configuration_publishes():
