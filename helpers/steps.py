@@ -90,6 +90,21 @@ STEPS = {
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
     ),
+    # reads its `heads` (head-set files, or setting names in data/headsets/); writes report.md, report.html
+    # and card.json into the run's notebooks/ folder, beside the executed notebook
+    "07_protocol": Step(
+        writes={
+            "protocol_verdicts": "table",
+            "protocol_provenance": "table",
+            "protocol_audit": "table",
+            "protocol_necessity": "table",
+            "protocol_steerability": "table",
+            "protocol_sweep": "table",
+            "protocol_random_sets_0": "figure",
+            "protocol_damage": "table",
+            "protocol_rows": "table",
+        },
+    ),
 }
 
 
