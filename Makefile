@@ -27,9 +27,11 @@ lint: setup
 test: lint
 	$(PY) -m pytest -q
 
+# JupyterLab at the repository root, opened on the published executed notebooks; the sources in
+# notebooks/ are paired .py <-> .ipynb (jupytext). --allow-root: containers often run as root.
 lab: setup
 	$(PY) -m jupytext --sync notebooks/[0-9][0-9]_*.py
-	$(PY) -m jupyter lab --allow-root --notebook-dir=. paper_figures/notebooks notebooks
+	$(PY) -m jupyter lab --allow-root --ServerApp.root_dir=. --ServerApp.default_url=/lab/tree/paper_figures/notebooks
 
 bench: setup
 	$(PY) -m bench.bench_heads

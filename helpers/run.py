@@ -82,6 +82,17 @@ def check_inputs(source: Path, data_dir: Path, earlier: list[str]) -> None:
         )
 
 
+def _plan(source: Path, declared: dict, params: dict) -> str:
+    """', about N forward passes' at these parameters (cached chunks are not subtracted), or ''."""
+    step = STEPS.get(source.stem)
+    if step is None or params.get("smoke"):
+        return ""
+    values = {name: params.get(name, info["default"]) for name, info in declared.items()}
+    values = {name: parse_value(v) if isinstance(v, str) else v for name, v in values.items()}
+    count = step.planned_forwards(values)
+    return f"; about {count:,} forward passes (item x head-set copies; cached ones are read back)" if count else ""
+
+
 def _write_executed(executed: Path, notebooks_dir: Path) -> None:
     """Move the executed notebook into the run folder and render it as HTML beside it (both atomically)."""
     notebooks_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +130,7 @@ def run(
             check_inputs(src, folders.data, [s.stem for s in list(inputs)[: i - 1]])
         params = {k: v for k, v in given.items() if k in declared[src]}
         executed = work_dir / f"{src.stem}.ipynb"
-        print(f"[{i}/{len(inputs)}] {src.stem} {params}", flush=True)
+        print(f"[{i}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
         start = time.time()
         try:
             papermill.execute_notebook(

@@ -6,6 +6,7 @@ the only channel between notebooks. The runner checks a notebook's ``data_reads`
 (they must exist, or be written by an earlier notebook of the same run) and names the notebook to run first.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helpers.design import SETTINGS
@@ -21,6 +22,10 @@ class Step:
     writes: dict[str, str]  # output name -> "figure", "table" or "figure + table"
     data_reads: tuple[str, ...] = ()
     data_writes: tuple[str, ...] = field(default=())
+    forwards: Callable[[dict], int] = lambda p: 0  # item x head-set copies the notebook runs at parameters p
+
+    def planned_forwards(self, params: dict) -> int:
+        return self.forwards(params)
 
     @property
     def n_figures(self) -> int:
@@ -28,6 +33,34 @@ class Step:
 
     def output_files(self) -> list[str]:
         return [f"{name}{suffix}" for name, kind in self.writes.items() for suffix in SUFFIXES[kind]]
+
+
+N_SETTINGS = len(SETTINGS)
+
+
+def _discovery(p: dict) -> int:
+    """Four corpus x query runs of n_strips strips, one greedy generation and one scoring forward each."""
+    return 4 * p["n_strips"] * 2
+
+
+def _cers(p: dict) -> int:
+    """12 settings x (S + R) sets and the R any-layer sets, steered to c and to d, plus the beta sweep."""
+    sets = N_SETTINGS * (1 + p["n_random"]) + p["n_random"]
+    return p["n_items"] * 2 * (sets + 4 * len(p["betas"]) * (1 + min(5, p["n_random"])))
+
+
+def _ncs(p: dict) -> int:
+    """12 settings' S + R on both arms, Table 5's two more row groups on 4 settings, Table 6's grid hides."""
+    per_setting = (1 + p["n_random"]) * p["n_items"] * 2
+    return per_setting * (N_SETTINGS + 4 * 2 + N_SETTINGS)
+
+
+def _controls(p: dict) -> int:
+    """Tables 9 (attention-matched, CERS and NCS), 10 (R large), 12, 13 (two selections x 4 row groups),
+    14 (k values), 15 (6 pairs x 3 parts); runs shared with 03 / 04 come from the cache and are not counted."""
+    r, n = p["n_random"], p["n_items"]
+    sets = N_SETTINGS * 2 * r + 2 * p["n_random_large"] + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
+    return n * 2 * (sets + 18 * (1 + r))
 
 
 STEPS = {
@@ -47,6 +80,7 @@ STEPS = {
             "discovery_strip_overview": "figure",
         },
         data_writes=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
+        forwards=_discovery,
     ),
     "02_overlap": Step(
         writes={
@@ -57,15 +91,16 @@ STEPS = {
             "fig06_topk_curve": "figure + table",
             "fig07_chance_overlap": "figure + table",
         },
+        forwards=_discovery,
     ),
     "03_cers": Step(
         writes={
             "table03_cers": "table",
             "fig03_cers": "figure",
-            "table18_cers_vs_beta": "table",
-            "fig18_cers_vs_beta": "figure",
+            "table18_cers_vs_beta": "figure + table",
         },
         data_reads=HEADSETS,
+        forwards=_cers,
     ),
     "04_ncs": Step(
         writes={
@@ -77,6 +112,7 @@ STEPS = {
             "table06_ncs_grid": "figure + table",
         },
         data_reads=HEADSETS,
+        forwards=_ncs,
     ),
     "05_controls": Step(
         writes={
@@ -89,6 +125,7 @@ STEPS = {
             "table17_mass_cers": "figure + table",
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
+        forwards=_controls,
     ),
     # reads its `heads` (head-set files, or setting names in data/headsets/); writes report.md, report.html
     # and card.json into the run's notebooks/ folder, beside the executed notebook

@@ -94,7 +94,7 @@ table11 = report.table(pd.DataFrame(arms), "table11_ncs_arms", P.out_dir, "table
 # ## Figure 3 (NCS panel): discovered sets against their random bands
 
 # %%
-fig = plot_against_random(table3, "NCS")
+fig = plot_against_random(table3, "NCS", p_column="p Holm")
 report.figure(fig, "fig03_ncs", P.out_dir)
 
 # %% [markdown]

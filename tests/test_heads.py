@@ -108,16 +108,23 @@ def test_read_matches_eager_decode(family):
     groups = _groups(lm, inputs)
     with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
         generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
+    reference = eager(**_extended(inputs, generated), output_attentions=True)
+    torch.testing.assert_close(rec.mass, _eager_mass(reference.attentions, groups, rows), atol=1e-5, rtol=0)
+
+
+def _extended(inputs, input_ids):
+    """The prompt's inputs with ``input_ids`` [B, T + n]: the prompt followed by n text tokens."""
+    n = input_ids.shape[1] - inputs["input_ids"].shape[1]
+    batch = input_ids.shape[0]
     full = dict(
         inputs,
-        input_ids=generated,
-        attention_mask=torch.cat([inputs["attention_mask"], torch.ones(2, 3, dtype=torch.long)], 1),
+        input_ids=input_ids,
+        attention_mask=torch.cat([inputs["attention_mask"], torch.ones(batch, n, dtype=torch.long)], 1),
     )
     for extra in ("mm_token_type_ids", "token_type_ids"):
         if extra in inputs:
-            full[extra] = torch.cat([inputs[extra], torch.zeros(2, 3, dtype=torch.long)], 1)
-    reference = eager(**full, output_attentions=True)
-    torch.testing.assert_close(rec.mass, _eager_mass(reference.attentions, groups, rows), atol=1e-5, rtol=0)
+            full[extra] = torch.cat([inputs[extra], torch.zeros(batch, n, dtype=torch.long)], 1)
+    return full
 
 
 def _head_set(lm, batch):
@@ -155,10 +162,9 @@ def test_mask_and_steer_match_eager_reference(family, bias):
 def _attention_outputs(lm, inputs):
     """Per-head attention outputs [B, T, H, D] of every layer (the o_proj input)."""
     seen = []
-    hooks = [
-        m.o_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
-        for m in lm.adapter.attention_modules(lm.model)
-    ]
+    modules = lm.adapter.attention_modules(lm.model)
+    projections = [getattr(m, "o_proj", None) or m.out_proj for m in modules]  # LFM2 names it out_proj
+    hooks = [p.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone())) for p in projections]
     try:
         lm.model(**inputs)
     finally:
@@ -301,3 +307,35 @@ def test_run_head_sets_guards():
         run_head_sets(lm, item, heads, image, HIDE)
     with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):
         run_head_sets(lm, item, heads, torch.zeros_like(image[:1]), HIDE)
+
+
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@torch.no_grad()
+def test_intervention_under_generate_matches_eager_reference(family, bias, request):
+    """Greedy generate under a probe == greedy decoding by full cache-free forwards of the biased eager oracle."""
+    name, lm, _, oracle, inputs = family
+    if name == "gemma4":  # its decode positions are being fixed on another branch: drop this mark once merged
+        request.applymarker(pytest.mark.xfail(strict=True, reason="Gemma 4 generate positions"))
+    T, new = inputs["input_ids"].shape[1], 3
+    heads = _head_set(lm, 2)  # [B, L, H]
+    keys = torch.nn.functional.pad(_groups(lm, inputs)["image"], (0, new))  # [B, T + new]
+    rows = torch.zeros(2, T + new, dtype=torch.bool)
+    rows[:, T - 2 :] = True  # the prompt's last two rows and every generated one
+    _oracle_bias.clear()
+    for candidate, layer in enumerate(lm.adapter.candidate_layers):
+        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+    input_ids, expected = inputs["input_ids"], []
+    try:
+        for _ in range(new):
+            logits = oracle(**_extended(inputs, input_ids)).logits[:, -1]  # [B, V]
+            expected.append(logits)
+            input_ids = torch.cat([input_ids, logits.argmax(-1, keepdim=True)], 1)
+    finally:
+        _oracle_bias.clear()
+    settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    clean = lm.model.generate(**inputs, **settings)
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+        steered = lm.model.generate(**inputs, **settings)
+    torch.testing.assert_close(torch.stack(steered.logits), torch.stack(expected), atol=1e-5, rtol=0)
+    assert torch.equal(steered.sequences, input_ids)
+    assert (torch.stack(steered.logits) - torch.stack(clean.logits)).abs().max() > 1e-4

@@ -4,13 +4,33 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import Gemma4ImageProcessor, GotOcr2ImageProcessor, PretrainedConfig
+from tokenizers import Tokenizer, models
+from transformers import (
+    ChameleonConfig,
+    Gemma4ImageProcessor,
+    GotOcr2ImageProcessor,
+    MllamaConfig,
+    PretrainedConfig,
+    PreTrainedTokenizerFast,
+    Qwen2_5OmniConfig,
+    SiglipImageProcessor,
+)
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 from helpers.engine import ATTENTION, Read, adapter_for, load_model, probe, wrap_model
-from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
+from helpers.engine.adapters import GenericAdapter, generic_adapter
+from helpers.engine.loading import attn_implementation_for
+from tests.tiny_models import (
+    CONFIGS,
+    GENERIC_FAMILIES,
+    IMAGE_TOKEN,
+    VISION_END,
+    VISION_START,
+    tiny_inputs,
+    tiny_model,
+)
 
-CANDIDATES = {"qwen3_5": [1, 3]}  # Qwen3.5's tiny config: linear attention in layers 0 and 2
+CANDIDATES = {"qwen3_5": [1, 3], "lfm2_vl": [1, 2]}  # Qwen3.5: linear attention in layers 0 and 2; LFM2: conv in 0
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
@@ -156,3 +176,86 @@ def test_gemma4_region_tokens_match_painted_patches(region):
     adapter = adapter_for(tiny_model("gemma4", ATTENTION).config)
     inputs = {"input_ids": input_ids, "image_position_ids": painted["image_position_ids"]}
     assert set((adapter.region_positions(inputs, region, PAINT_SIZE) - 2).tolist()) == expected
+
+
+BACKBONES = {  # where each generic family keeps its text backbone
+    "paligemma": "model.language_model",
+    "mistral3": "model.language_model",
+    "idefics3": "model.text_model",
+    "aya_vision": "model.language_model",
+    "lfm2_vl": "model.language_model",
+}
+
+
+@pytest.mark.parametrize("family", GENERIC_FAMILIES)
+def test_generic_adapter_finds_the_text_backbone_and_refuses_regions(family):
+    lm = wrap_model(tiny_model(family, ATTENTION))
+    assert type(lm.adapter) is GenericAdapter and lm.adapter.image_token_id == IMAGE_TOKEN
+    assert lm.adapter.language_model(lm.model) is lm.model.get_submodule(BACKBONES[family])
+    assert lm.model.config.vision_config._attn_implementation == "sdpa"  # the probe runs on the text backbone only
+    inputs = tiny_inputs(family, lm.model)
+    assert lm.adapter.image_positions(inputs["input_ids"]).sum(1).tolist() == [16 if family == "paligemma" else 4] * 2
+    message = f"{family} has no region mapping .* discovery scores .* CERS steering and the grid NCS"
+    with pytest.raises(NotImplementedError, match=message):
+        lm.adapter.region_positions(inputs, (0, 0, 10, 10), (28, 28))
+    with pytest.raises(NotImplementedError, match=message):
+        lm.adapter.region_mask(inputs, (0, 0, 10, 10), (28, 28))
+    with pytest.raises(NotImplementedError, match=message):
+        lm.adapter.image_token_grid(inputs, 0, 0)
+
+
+@pytest.mark.parametrize("family", sorted(set(CONFIGS) - set(GENERIC_FAMILIES)))
+def test_generic_discovery_agrees_with_hand_written_adapters(family):
+    """On the hand-written families the generic adapter finds the same backbone, layers and split rule."""
+    model = tiny_model(family, ATTENTION)
+    hand_written, generic = adapter_for(model.config), generic_adapter(model.config)
+    assert generic.language_model(model) is hand_written.language_model(model)
+    fields = ("n_layers", "n_heads", "n_kv_heads", "head_dim", "candidate_layers", "image_token_id", "min_split_layer")
+    assert [getattr(generic, f) for f in fields] == [getattr(hand_written, f) for f in fields]
+    assert generic.attention_modules(model) == hand_written.attention_modules(model)
+
+
+def test_cross_attention_and_tokenless_families_are_refused():
+    mllama = MllamaConfig(
+        text_config=dict(num_hidden_layers=2, cross_attention_layers=[1]),
+        vision_config=dict(num_hidden_layers=1, num_global_layers=1),
+    )
+    with pytest.raises(ValueError, match="'mllama' feeds the image through cross-attention layers"):
+        adapter_for(mllama)
+    with pytest.raises(ValueError, match="'chameleon' has no image_token_id / image_token_index"):
+        adapter_for(ChameleonConfig())
+
+
+def test_attn_implementation_targets_the_text_config():
+    assert attn_implementation_for(CONFIGS["idefics3"]()) == {"text_config": ATTENTION}
+    omni = Qwen2_5OmniConfig()  # the text config sits in the thinker
+    omni._attn_implementation = attn_implementation_for(omni)
+    assert attn_implementation_for(omni) == {"thinker_config": {"text_config": ATTENTION}}
+    assert omni.thinker_config.text_config._attn_implementation == ATTENTION
+    assert omni.thinker_config.vision_config._attn_implementation is None  # transformers' default
+    assert attn_implementation_for(ChameleonConfig()) == {"": ATTENTION}  # its own text config
+
+
+@torch.no_grad()
+def test_load_generic_family_from_a_saved_folder(tmp_path):
+    tiny_model("paligemma", "sdpa").save_pretrained(tmp_path)
+    SiglipImageProcessor(size={"height": 28, "width": 28}).save_pretrained(tmp_path)
+    vocabulary = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
+    PreTrainedTokenizerFast(tokenizer_object=vocabulary).save_pretrained(tmp_path)
+    lm = load_model(str(tmp_path))
+    assert lm.adapter.family == "paligemma" and type(lm.adapter) is GenericAdapter
+    assert lm.model.config.text_config._attn_implementation == ATTENTION
+    assert lm.model.config.vision_config._attn_implementation == "sdpa"
+    inputs = tiny_inputs("paligemma", lm.model)
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
+        lm.model(**inputs)
+    assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
+
+
+def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monkeypatch):
+    lm = wrap_model(tiny_model("idefics3", ATTENTION))
+    backbone = type(lm.model.model.text_model)
+    monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
+    with pytest.raises(ValueError, match="LlamaModel does not route attention through transformers' attention"):
+        lm.adapter.attention_modules(lm.model)

@@ -92,3 +92,34 @@ def test_smoke_run_of_every_notebook():
         p: p.stat().st_mtime for root in (paths.PAPER_FIGURES, paths.DATA) for p in root.rglob("*") if p.is_file()
     }
     assert after == before, "a smoke run must never write into paper_figures/ or data/"
+
+
+def test_only_the_default_configuration_publishes():
+    from helpers import runs
+
+    assert runs.folders_for("toy", {}, publish=True) == runs.PUBLISHED
+    scratch = runs.folders_for("toy", {"n_strips": 40})
+    assert scratch.out.parent == paths.RUNS and scratch.data == scratch.out / "data"
+    assert runs.folders_for("toy", {"n_strips": 40}) == scratch  # the same changes, the same folder
+    assert runs.folders_for("toy", {"n_strips": 41}).out != scratch.out
+    assert runs.folders_for("toy", {}).data == paths.DATA  # the default configuration reads the published data
+    assert runs.folders_for("toy", {}).out == paths.RUNS / "toy-default"
+    assert runs.folders_for("/models/my-vlm", {}).out.name.startswith("models-my-vlm-")
+
+
+def test_runner_checks_a_notebooks_inputs_first_and_names_the_producer(tmp_path):
+    source = paths.NOTEBOOKS / "04_ncs.py"
+    with pytest.raises(SystemExit, match="run 01_discovery first"):
+        run.check_inputs(source, tmp_path, earlier=[])
+    run.check_inputs(source, tmp_path, earlier=["01_discovery"])  # made earlier in the same run: fine
+
+
+def test_parameters_are_gathered_from_the_parameters_cell():
+    from helpers import params
+
+    declared = params.declared_parameters("03_cers")
+    namespace = {**declared, "beta": 3.0}
+    gathered = params.gather(namespace, "03_cers")
+    assert gathered.beta == 3.0 and gathered.n_items == declared["n_items"]
+    assert gathered.out_dir.parent == paths.RUNS and gathered.data_dir == gathered.out_dir / "data"
+    assert params.gather(dict(declared), "03_cers").data_dir == paths.DATA

@@ -1,9 +1,10 @@
 """Tiny random-weight VLMs of each supported family, built locally (no hub), plus matching inputs.
 
 ``tiny_model(family, attn)`` builds a model whose text backbone runs ``attn`` (the vision tower
-runs sdpa); the same ``seed`` gives the same weights for every ``attn``, so an eager oracle and the
-head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
+runs transformers' default, sdpa); the same ``seed`` gives the same weights for every ``attn``, so an
+eager oracle and the head-probe engine can be compared. ``tiny_inputs(family, model, lengths)`` gives a left-padded
 batch with one image per row (random pixels), as the family's processor would lay it out.
+``GENERIC_FAMILIES`` have no hand-written adapter: they run on the generic one.
 """
 
 from __future__ import annotations
@@ -11,15 +12,22 @@ from __future__ import annotations
 import torch
 from transformers import (
     AutoModelForImageTextToText,
+    AyaVisionConfig,
     Gemma3Config,
     Gemma4Config,
+    Idefics3Config,
     InternVLConfig,
+    Lfm2VlConfig,
     LlavaConfig,
+    Mistral3Config,
+    PaliGemmaConfig,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
     Qwen3_5Config,
     Qwen3VLConfig,
 )
+
+from helpers.engine.loading import attn_implementation_for
 
 VOCAB = 300
 IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
@@ -220,6 +228,65 @@ def _llava() -> LlavaConfig:
     )
 
 
+VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+
+
+def _paligemma() -> PaliGemmaConfig:
+    """SigLIP on 28 x 28 images (4 x 4 patches of 7 px: 16 image tokens), Gemma text backbone."""
+    return PaliGemmaConfig(
+        text_config=dict(TEXT, model_type="gemma"),
+        vision_config=dict(VISION, image_size=28, patch_size=7),
+        image_token_index=IMAGE_TOKEN,
+        projection_dim=64,
+        hidden_size=64,
+    )
+
+
+def _mistral3() -> Mistral3Config:
+    """Pixtral on a 28 x 28 image (4 x 4 patches of 7 px, merged 2 x 2: 4 image tokens), Mistral text backbone."""
+    return Mistral3Config(
+        text_config=dict(TEXT, model_type="mistral"),
+        vision_config=dict(VISION, model_type="pixtral", image_size=28, patch_size=7, head_dim=16),
+        image_token_index=IMAGE_TOKEN,
+        spatial_merge_size=2,
+    )
+
+
+def _idefics3() -> Idefics3Config:
+    """One 28 x 28 image (4 x 4 patches, pixel-shuffled by 2: 4 image tokens); the text backbone: model.text_model."""
+    return Idefics3Config(
+        text_config=dict(TEXT, model_type="llama"),
+        vision_config=dict(VISION, image_size=28, patch_size=7),
+        image_token_id=IMAGE_TOKEN,
+        scale_factor=2,
+    )
+
+
+def _aya_vision() -> AyaVisionConfig:
+    """SigLIP (4 x 4 patches, downsampled by 2: 4 image tokens), Cohere 2 text backbone with sliding-window layers."""
+    return AyaVisionConfig(
+        text_config=dict(
+            TEXT,
+            model_type="cohere2",
+            sliding_window=8,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        ),
+        vision_config=dict(VISION, model_type="siglip_vision_model", image_size=28, patch_size=7),
+        image_token_index=IMAGE_TOKEN,
+        downsample_factor=2,
+    )
+
+
+def _lfm2_vl() -> Lfm2VlConfig:
+    """SigLIP 2 (4 x 4 patches, downsampled by 2: 4 image tokens), LFM2 text backbone: layer 0 is a convolution."""
+    return Lfm2VlConfig(
+        text_config=dict(TEXT, model_type="lfm2", layer_types=["conv", "full_attention", "full_attention"]),
+        vision_config=dict(VISION, model_type="siglip2_vision_model", patch_size=7, num_patches=16),
+        image_token_id=IMAGE_TOKEN,
+        downsample_factor=2,
+    )
+
+
 CONFIGS = {
     "qwen3_vl": _qwen3_vl,
     "qwen2_vl": lambda: _qwen2_vl(Qwen2VLConfig),
@@ -229,17 +296,21 @@ CONFIGS = {
     "gemma4": _gemma4,
     "llava": _llava,
     "internvl": _internvl,
+    "paligemma": _paligemma,
+    "mistral3": _mistral3,
+    "idefics3": _idefics3,
+    "aya_vision": _aya_vision,
+    "lfm2_vl": _lfm2_vl,
 }
 QWEN_FAMILIES = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
+GENERIC_FAMILIES = ("paligemma", "mistral3", "idefics3", "aya_vision", "lfm2_vl")
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
-    """A tiny random model of ``family``; its text backbone runs ``attn``, its vision tower sdpa."""
+    """A tiny random model of ``family``; its text backbone runs ``attn``, its vision tower sdpa (the default)."""
     config = CONFIGS[family]()
     torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(
-        config, attn_implementation={"text_config": attn, "vision_config": "sdpa"}
-    )
+    model = AutoModelForImageTextToText.from_config(config, attn_implementation=attn_implementation_for(config, attn))
     return model.eval()
 
 
@@ -270,6 +341,26 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
         }
     if family == "internvl":
         return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
+    if family == "lfm2_vl":  # flattened patches [batch, patches, 3 p p] and their grid (patches per edge)
+        edge = int(vision.num_patches**0.5)
+        return (edge // config.downsample_factor) ** 2, {
+            "pixel_values": torch.randn(1, edge**2, 3 * vision.patch_size**2),
+            "spatial_shapes": torch.tensor([[edge, edge]]),
+            "pixel_attention_mask": torch.ones(1, edge**2, dtype=torch.long),
+        }
+    side = vision.image_size
+    patches = side // vision.patch_size  # per edge
+    if family == "paligemma":
+        return patches**2, {"pixel_values": torch.randn(1, 3, side, side)}
+    if family == "mistral3":
+        return (patches // config.spatial_merge_size) ** 2, {
+            "pixel_values": torch.randn(1, 3, side, side),
+            "image_sizes": torch.tensor([[side, side]]),
+        }
+    if family == "idefics3":  # [batch, images, 3, H, W]
+        return patches**2 // config.scale_factor**2, {"pixel_values": torch.randn(1, 1, 3, side, side)}
+    if family == "aya_vision":
+        return (patches // config.downsample_factor) ** 2, {"pixel_values": torch.randn(1, 3, side, side)}
     raise ValueError(f"no tiny inputs for {family!r}")
 
 

@@ -9,7 +9,8 @@ The whole public API, by module:
   ``HIDE`` is the bias that masks keys.
 - ``head_sets``: many head-sets per forward: ``stack_head_sets``, ``expand_item``, ``run_head_sets``.
 - ``adapters``: one per family (``adapter_for(config)``): candidate layers, head counts, image-token
-  positions of a pixel region, and how a family's text-backbone inputs are repeated.
+  positions of a pixel region, and how a family's text-backbone inputs are repeated; families without a
+  hand-written adapter get the generic one (whole-image groups only, no region mapping).
 - ``inputs``: items -> one left-padded processor batch with query-span and answer masks (``build_batch``).
 - ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
   head-set intervention.

@@ -1,6 +1,17 @@
 """One small adapter per model family: where the text backbone's attention heads are, which ``input_ids``
 positions hold the image tokens of a region given in pixels of the original image, and how the text
 backbone's per-item inputs are repeated when one item is copied once per head-set (``run_head_sets``).
+
+Hand-written adapters (``ADAPTERS``: Qwen2/2.5/3-VL, Qwen3.5, Gemma 3, LLaVA, InternVL, Gemma 4) know
+their family's image-token layout, so they also map a pixel region to its image tokens.
+
+Every other family gets the generic adapter (``GenericAdapter``) if its config says enough: a text
+config (``config.get_text_config()``) with head counts, image tokens marked by ``config.image_token_id``
+(or ``image_token_index``) in ``input_ids``, and images entering through those tokens (not through
+cross-attention layers, as in Mllama). Its text backbone is found in the model (the submodule that runs
+on the text config and holds the decoder ``layers``) and must route attention through transformers'
+attention registry. Read, mask and steer then work on the whole image-token group (``image_positions``);
+region-level calls refuse, since how an image's pixels map to tokens differs per family.
 """
 
 from __future__ import annotations
@@ -258,6 +269,52 @@ class Gemma4Adapter(Adapter):
         return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
 
 
+NO_REGION_MAPPING = (
+    "{family} has no region mapping (pixel region -> image tokens): only the hand-written adapters "
+    "({hand_written}) have one. Whole-image groups (image_positions) can be read, masked and steered; the "
+    "analyses that key on regions need one: discovery scores and panel profiles (helpers.discovery, notebooks "
+    "01-02 and the head-sets built from them), CERS steering and the grid NCS (helpers.steering, notebooks 03-04)"
+)
+
+
+@dataclass
+class GenericAdapter(Adapter):
+    """A family without a hand-written adapter: its text backbone is found in the model; no region mapping."""
+
+    def language_model(self, model):
+        """The submodule that runs the text config and holds the decoder ``layers`` (with ``self_attn``)."""
+        text_config = model.config.get_text_config(decoder=True)
+        found = [
+            module
+            for module in model.modules()
+            if getattr(module, "config", None) is text_config
+            and isinstance(getattr(module, "layers", None), torch.nn.ModuleList)
+            and any(hasattr(layer, "self_attn") for layer in module.layers)
+        ]
+        if len(found) != 1:
+            raise ValueError(
+                f"{self.family}: expected one text backbone (a module on the text config with decoder layers "
+                f"that have self_attn), found {len(found)}: {[type(m).__name__ for m in found]}"
+            )
+        if not found[0]._can_set_attn_implementation():  # transformers' test: its attention uses the registry
+            raise ValueError(
+                f"{self.family}: the text backbone {type(found[0]).__name__} does not route attention through "
+                "transformers' attention registry, so the head-probe attention cannot run there"
+            )
+        return found[0]
+
+    def attention_modules(self, model) -> list:
+        layers = self.language_model(model).layers
+        missing = [i for i in self.candidate_layers if not hasattr(layers[i], "self_attn")]
+        if missing:
+            raise ValueError(f"{self.family}: candidate decoder layers {missing} have no self_attn")
+        return [layers[i].self_attn for i in self.candidate_layers]
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        hand_written = ", ".join(sorted(ADAPTERS))
+        raise NotImplementedError(NO_REGION_MAPPING.format(family=self.family, hand_written=hand_written))
+
+
 def _text_shape(text_config) -> dict:
     n_heads = text_config.num_attention_heads
     return dict(
@@ -362,9 +419,79 @@ ADAPTERS = {
 }
 
 
+def _softmax_layers(text_config, n_layers: int) -> list[int]:
+    """Decoder layers whose ``layer_types`` entry is a softmax attention ("full_attention", "sliding_attention",
+    ...), not "linear_attention", "conv" or "mamba"; every layer when the config has no layer_types."""
+    layer_types = getattr(text_config, "layer_types", None) or ["full_attention"] * n_layers
+    return [i for i, kind in enumerate(layer_types) if kind.endswith("attention") and kind != "linear_attention"]
+
+
+def _generic_refusal(config) -> str | None:
+    """Why the generic adapter cannot serve this config, or None."""
+    text = config.get_text_config(decoder=True)
+    if getattr(text, "cross_attention_layers", None):
+        return (
+            "feeds the image through cross-attention layers, not through image tokens in the sequence, so there "
+            "is no image-token group for the self-attention heads to read, mask or steer"
+        )
+    if _image_token_id(config) is None:
+        return "has no image_token_id / image_token_index in its config, so its image tokens cannot be found"
+    if getattr(text, "num_attention_heads", None) is None or getattr(text, "num_hidden_layers", None) is None:
+        return "has no num_attention_heads / num_hidden_layers in its text config"
+    return None
+
+
+def _image_token_id(config) -> int | None:
+    token = getattr(config, "image_token_id", None)
+    return getattr(config, "image_token_index", None) if token is None else token
+
+
+def generic_adapter(config) -> GenericAdapter:
+    """The generic adapter of a config (see the module docstring); raises when it cannot serve the family."""
+    reason = _generic_refusal(config)
+    if reason is not None:
+        raise ValueError(
+            f"model family {config.model_type!r} is not supported; supported: {', '.join(sorted(ADAPTERS))} "
+            "(hand-written adapters) and, without region mapping, families whose text backbone uses transformers' "
+            f"attention registry and marks image tokens with image_token_id. {config.model_type!r} {reason}"
+        )
+    text = config.get_text_config(decoder=True)
+    shape = _text_shape(text)
+    # run_head_sets may copy the hidden states at a decoder layer only if no later layer takes visual features
+    # (deepstack) or reuses an earlier layer's keys (kv sharing); otherwise it copies the backbone's inputs
+    deepstack = len(getattr(getattr(config, "vision_config", None), "deepstack_visual_indexes", None) or [])
+    never = shape["n_layers"] if getattr(text, "num_kv_shared_layers", 0) else 0
+    return GenericAdapter(
+        family=config.model_type,
+        candidate_layers=_softmax_layers(text, shape["n_layers"]),
+        image_token_id=_image_token_id(config),
+        min_split_layer=max(deepstack, never),
+        **shape,
+    )
+
+
+def text_config_path(config) -> list[str]:
+    """Sub-config keys from ``config`` down to its text config: ["text_config"] for most families, [] when the
+    config is its own text config. The keys of the per-sub-config ``attn_implementation`` dict."""
+
+    def path_to(node, target):
+        if node is target:
+            return []
+        for key in node.sub_configs:
+            sub = getattr(node, key, None)
+            if sub is not None and (below := path_to(sub, target)) is not None:
+                return [key, *below]
+        return None
+
+    path = path_to(config, config.get_text_config(decoder=True))
+    if path is None:
+        raise ValueError(f"{config.model_type}: the text config is not among the config's sub-configs")
+    return path
+
+
 def adapter_for(config) -> Adapter:
-    """The adapter of a model config; an unsupported family raises, listing the supported ones."""
-    family = config.model_type
-    if family not in ADAPTERS:
-        raise ValueError(f"model family {family!r} is not supported; supported: {', '.join(sorted(ADAPTERS))}")
-    return ADAPTERS[family](config)
+    """The adapter of a model config: the family's hand-written one, else the generic one; an unsupported
+    family raises, listing the supported ones and why the generic adapter does not apply."""
+    if config.model_type in ADAPTERS:
+        return ADAPTERS[config.model_type](config)
+    return generic_adapter(config)

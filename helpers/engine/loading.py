@@ -10,7 +10,7 @@ import torch
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
 from helpers import paths
-from helpers.engine.adapters import Adapter, adapter_for
+from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.attention import ATTENTION
 
 
@@ -25,9 +25,18 @@ class LoadedModel:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def attn_implementation_for(config) -> dict:
-    """Head-probe attention on the text backbone, sdpa on the vision tower."""
-    return {"text_config": ATTENTION, "vision_config": "sdpa"}
+def attn_implementation_for(config, name: str = ATTENTION) -> dict:
+    """``name`` (the head-probe attention) on the text backbone only, as the per-sub-config dict transformers
+    accepts: {"text_config": name} for most families, nested for a text config deeper down, {"": name} for a
+    config that is its own text config. Every other sub-config (the vision tower) keeps transformers' default,
+    sdpa where it supports it."""
+    path = text_config_path(config)
+    if not path:  # the config is its own text config
+        return {"": name}
+    spec = name
+    for key in reversed(path):
+        spec = {key: spec}
+    return spec
 
 
 def load_model(

@@ -5,11 +5,14 @@ import numpy as np
 import pandas as pd
 
 
-def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame | None = None) -> plt.Figure:
+def plot_against_random(
+    table: pd.DataFrame, score: str, any_layer: pd.DataFrame | None = None, p_column: str = "p"
+) -> plt.Figure:
     """Figure 3 (one panel): each setting's discovered set S (dot, with its 95% interval) against the
-    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets.
+    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. A red
+    dot marks `p_column` <= .05; the legend says whether that p is Holm-adjusted across the settings.
 
-    table: one row per setting with columns setting, S, S low, S high, random mean, random sd, p."""
+    table: one row per setting with columns setting, S, S low, S high, random mean, random sd, p_column."""
     fig, ax = plt.subplots(figsize=(8.5, 3.6))
     x = np.arange(len(table))
     ax.bar(
@@ -32,7 +35,8 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
             lw=1,
             label="any-layer random: mean ± SD",
         )
-    colours = ["#d62728" if p <= 0.05 else "#1f77b4" for p in table["p"]]
+    colours = ["#d62728" if p <= 0.05 else "#1f77b4" for p in table[p_column]]
+    adjusted = "Holm-adjusted rank p" if "holm" in p_column.lower() else "rank p, not adjusted across settings,"
     ax.errorbar(
         x,
         table["S"],
@@ -41,7 +45,7 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
         ecolor="#444444",
         lw=1,
     )
-    ax.scatter(x, table["S"], c=colours, zorder=3, s=28, label="discovered S (95% CI); red: rank p ≤ .05")
+    ax.scatter(x, table["S"], c=colours, zorder=3, s=28, label=f"discovered S (95% CI); red: {adjusted} ≤ .05")
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, table["setting"], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel(score)

@@ -36,17 +36,19 @@ def plot_generic_damage(table: pd.DataFrame, setting: str) -> plt.Figure:
 
 def plot_ncs_vs_k(table: pd.DataFrame) -> plt.Figure:
     """Table 14 as a figure: NCS of the top-k set (95% interval) and of its layer-matched random sets
-    (mean +- SD) against k, one line per setting. table: columns setting, k, S, S low, S high,
-    random mean, random sd."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    (mean +- SD) against k as a share of all heads, one line per setting, with the paper's curve (its k
+    of 1,152 heads) beside ours where the table has it. table: columns setting, k share, S, S low, S high,
+    random mean, random sd, and optionally paper_S, paper_low, paper_high."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
     styles = (
         ("#d62728", "-", "o", 7),
         ("#1f77b4", "--", "s", 4),
         ("#2ca02c", ":", "^", 4),
     )  # overlapping lines stay visible
     for (setting, rows), (colour, line, marker, size) in zip(table.groupby("setting", sort=False), styles):
+        share = rows["k share"]
         ax.errorbar(
-            rows["k"],
+            share,
             rows["S"],
             yerr=[rows["S"] - rows["S low"], rows["S high"] - rows["S"]],
             marker=marker,
@@ -54,31 +56,48 @@ def plot_ncs_vs_k(table: pd.DataFrame) -> plt.Figure:
             ls=line,
             color=colour,
             capsize=2,
-            label=f"{setting}: top-k",
+            label=f"{setting}: top-k (this run)",
         )
         ax.fill_between(
-            rows["k"],
+            share,
             rows["random mean"] - rows["random sd"],
             rows["random mean"] + rows["random sd"],
             color=colour,
             alpha=0.15,
             label=f"{setting}: layer-matched random ± SD",
         )
+        if "paper_S" in rows and rows["paper_S"].notna().any():
+            ax.errorbar(
+                share,
+                rows["paper_S"],
+                yerr=[rows["paper_S"] - rows["paper_low"], rows["paper_high"] - rows["paper_S"]],
+                marker=marker,
+                ms=size - 1,
+                ls=line,
+                color=colour,
+                alpha=0.45,
+                mfc="white",
+                capsize=2,
+                label=f"{setting}: the paper (k of 1,152)",
+            )
     ax.axhline(0, color="black", lw=0.6)
-    ax.set(xlabel="k (heads in the set)", ylabel="NCS", title="Necessity against head-set size")
-    ax.legend(fontsize=7)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    ax.set(xlabel="k as a share of all heads", ylabel="NCS", title="Necessity against head-set size")
+    ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 
 
 def plot_mass_vs_cers(points: pd.DataFrame) -> plt.Figure:
     """Table 17 as a figure: each set's mean image-attention mass against its CERS, one panel per
-    setting; random sets grey, the discovered set red. points: columns setting, kind ("S" or
-    "random"), mass, CERS."""
+    setting on shared axes; random sets grey, the discovered set red. points: columns setting, kind ("S"
+    or "random"), mass, CERS."""
     settings = list(dict.fromkeys(points["setting"]))
     columns = min(6, len(settings))
     rows_n = int(np.ceil(len(settings) / columns))
-    fig, axes = plt.subplots(rows_n, columns, figsize=(2.3 * columns, 2.2 * rows_n), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        rows_n, columns, figsize=(2.3 * columns, 2.2 * rows_n), sharex=True, sharey=True, squeeze=False
+    )
     for ax, setting in zip(axes.flat, settings):
         rows = points[points["setting"] == setting]
         random, discovered = rows[rows["kind"] == "random"], rows[rows["kind"] == "S"]

@@ -12,29 +12,31 @@ from helpers.stimuli import Item
 
 
 def plot_score_maps(mean_scores: dict[str, np.ndarray], k: int) -> plt.Figure:
-    """One layers x heads heat map per setting (rows: corpus x query, columns: source); the flat
-    top-k heads are outlined."""
+    """One layers x heads heat map per setting (rows: corpus x query, columns: source), all on one colour
+    scale so that settings compare; the flat top-k heads are outlined."""
     names = [s for s in SETTINGS if s in mean_scores]
     cols = 3
     rows = int(np.ceil(len(names) / cols))
     n_layers, n_heads = next(iter(mean_scores.values())).shape
+    vmax = max(float(np.nanmax(mean_scores[name])) for name in names)
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 0.2 * n_layers * rows + 1.2 * rows), squeeze=False)
     for ax, name in zip(axes.flat, names):
         scores = mean_scores[name]
-        image = ax.imshow(scores, aspect="auto", cmap="magma", origin="lower")
+        image = ax.imshow(scores, aspect="auto", cmap="magma", origin="lower", vmin=0, vmax=vmax)
         for layer, head in zip(*np.nonzero(top_k(scores, k))):
             ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, ec="cyan", lw=1.2))
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("head", fontsize=7)
         ax.set_ylabel("layer", fontsize=7)
         ax.tick_params(labelsize=6)
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
+    fig.tight_layout(rect=(0, 0, 0.92, 0.96))
+    colour_axis = fig.add_axes((0.935, 0.15, 0.015, 0.7))
+    fig.colorbar(image, cax=colour_axis, label="score (shared scale)").ax.tick_params(labelsize=6)
     fig.suptitle(
         f"Discovery score per head (mean attention mass to the asked-about panel); cyan: top-{k}", fontsize=10
     )
-    fig.tight_layout()
     return fig
 
 
