@@ -115,7 +115,7 @@ class ExplorerData:
         ids = batch.inputs["input_ids"][0][prompt].tolist()
         return {
             "attention": mass.reshape(*mass.shape[:2], *grid),
-            "tokens": lm.processor.tokenizer.convert_ids_to_tokens(ids),
+            "tokens": [lm.processor.tokenizer.decode([i]) for i in ids],
             "query": batch.query_mask[0][prompt].numpy(),
             "item": item,
         }
@@ -164,7 +164,9 @@ class Explorer:
         self.compute = w.Button(
             description="NCS / CERS vs random", tooltip="reads the cache, computes what is missing"
         )
-        self.score_map, self.overlap, self.overlay, self.histograms = (w.Image(format="png") for _ in range(4))
+        half = w.Layout(width="49%")  # the two maps side by side, scaled to the notebook's width
+        self.score_map, self.overlap = w.Image(format="png", layout=half), w.Image(format="png", layout=half)
+        self.overlay, self.histograms = w.Image(format="png"), w.Image(format="png")
         self.log = w.Output()
         self.status = w.HTML()
         self._set_run()

@@ -16,6 +16,7 @@ import jupytext
 from helpers import paths, runs
 from helpers.design import CORPORA, SETTINGS
 from helpers.engine.interventions import ROW_GROUPS
+from helpers.profiles import PROFILES
 
 DEVICES = ("cpu", "cuda", "mps", "auto")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -169,8 +170,6 @@ def _check_import_k(value):
 
 
 def _check_sizes(value):
-    from helpers.protocol import PROFILES
-
     known = PROFILES["quick"]
     if not isinstance(value, dict) or not set(value) <= set(known):
         _fail("sizes", value, f"use a dict of profile sizes to override, with keys among {sorted(known)}")
@@ -214,7 +213,7 @@ CHECKS = {
     "interactive": _check_flag("interactive"),
     "heads": _check_heads,
     "import_k": _check_import_k,
-    "profile": _check_choice("profile", ("quick", "paper")),
+    "profile": _check_choice("profile", tuple(PROFILES)),
     "sizes": _check_sizes,
     "out_dir": _check_dir("out_dir"),
     "data_dir": _check_dir("data_dir"),

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helpers.design import SETTINGS
+from helpers.profiles import forward_copies, sizes_for
 
 SUFFIXES = {"figure": (".png", ".pdf"), "table": (".csv", ".tex"), "figure + table": (".png", ".pdf", ".csv", ".tex")}
 HEADSETS = tuple(f"headsets/{s}.json" for s in SETTINGS)
@@ -61,6 +62,11 @@ def _controls(p: dict) -> int:
     r, n = p["n_random"], p["n_items"]
     sets = N_SETTINGS * 2 * r + 2 * p["n_random_large"] + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
     return n * 2 * (sets + 18 * (1 + r))
+
+
+def _protocol(p: dict) -> int:
+    """The report card of every head-set in `heads` at its profile's sizes (helpers/profiles.py)."""
+    return sum(forward_copies(sizes_for(p["profile"], p["sizes"], p["smoke"]), len(p["heads"])).values())
 
 
 STEPS = {
@@ -141,6 +147,7 @@ STEPS = {
             "protocol_damage": "table",
             "protocol_rows": "table",
         },
+        forwards=_protocol,
     ),
 }
 
