@@ -28,7 +28,17 @@ PROFILES = {
         "n_splits": 200,
     },
 }
-SMOKE_SIZES = {"n_items": 8, "n_random": 3, "n_random_any": 3, "n_sweep": 2, "betas": [1, 10], "n_boot": 50}
+# smoke: every code path in seconds (n_strips as 01_discovery's smoke run, so its cached scores are read)
+SMOKE_SIZES = {
+    "n_items": 8,
+    "n_random": 3,
+    "n_random_any": 3,
+    "n_sweep": 2,
+    "betas": [1, 10],
+    "n_boot": 50,
+    "n_strips": 8,
+    "n_splits": 5,
+}
 
 
 def sizes_for(profile: str, overrides: dict, smoke: bool) -> dict:

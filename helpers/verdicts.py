@@ -138,7 +138,7 @@ def sweep_verdict(head_set: str, sweep: pd.DataFrame, audits: list[Verdict]) -> 
     margin = sweep["S"] - sweep["random max"]
     below = sweep.loc[margin <= 0, "beta"].tolist()
     n_random = int(sweep["random sets"].iloc[0])
-    number = f"min over beta of S - random max = {margin.min():.3f} ({len(sweep)} betas, {n_random} random sets)"
+    number = f"min over beta of S - random max = {margin.min():.4f} ({len(sweep)} betas, {n_random} random sets)"
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
