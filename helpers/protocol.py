@@ -309,9 +309,6 @@ class Protocol:
         ]
 
 
-ROW_LABELS = {"all": "every row", "prompt": "question + option rows", "last": "the last row"}
-
-
 def _holm_by(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Add 'p Holm': the rank p's Holm-adjusted across the head-sets, within each group of `by`."""
     table = table.copy()
@@ -552,7 +549,7 @@ def write_report(
 
 
 def main(argv=None) -> None:
-    from helpers import run
+    from helpers import run  # the runner (papermill) is not needed where the notebook imports this module
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="toy", help="toy, a local save_pretrained folder or a hub id")
