@@ -485,8 +485,8 @@ def _header(card: dict) -> list[str]:
     meta, sizes = card["meta"], card["meta"]["sizes"]
     copies = sum(meta["forward copies"].values())
     return [
-        f"model `{meta['model']}` (weights `{meta['weights fingerprint']}`), profile `{meta['profile']}`: "
-        f"N = {sizes['n_items']} evaluation items of corpus `{meta['eval corpus']}`, R = {sizes['n_random']} "
+        f"model {meta['model']} (weights {meta['weights fingerprint']}), profile {meta['profile']}: "
+        f"N = {sizes['n_items']} evaluation items of corpus {meta['eval corpus']}, R = {sizes['n_random']} "
         f"layer-matched and {sizes['n_random_any']} any-layer random sets, beta = {meta['beta']:g}, "
         f"seed {meta['seed']}; "
         f"{copies:,} forward copies, {meta['seconds']:.0f} s",
@@ -523,7 +523,7 @@ def to_html(card: dict, fig: plt.Figure | None = None) -> str:
         ]
     style = (
         "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:13px}"
-        "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
+        "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}img{max-width:100%}"
     )
     head = f"<head><meta charset='utf-8'><title>Report card</title><style>{style}</style></head>"
     return f"<!DOCTYPE html><html>{head}<body>{''.join(body)}</body></html>\n"
