@@ -24,7 +24,7 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import greedy_answers
-from helpers.stimuli import Item, load_corpus, strip_items
+from helpers.stimuli import Item, corpus_identity, load_corpus, strip_items
 
 ROW_AGGREGATES = ("mean", "max")
 KEY_AGGREGATES = ("raw", "share")
@@ -102,7 +102,7 @@ def discover(
     corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "query": query,
         "seed": seed,
         "batch_size": batch_size,

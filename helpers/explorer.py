@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import paths
+from helpers import paths, sizes
 from helpers.cache import ResultCache
 from helpers.controls import layer_matched_sets, with_controls
 from helpers.design import SETTINGS, k_for, parse_setting
@@ -120,10 +120,11 @@ class ExplorerData:
             "item": item,
         }
 
-    def controls_seed(self, setting: str, k: int, discovered_k: int) -> tuple[int, ...]:
-        """The layer-matched draw of notebooks 03/04 at the discovered k, of 05's Table 14 at any other k."""
-        index = SETTINGS.index(setting)
-        return (self.seed, index) if k == discovered_k else (self.seed, index, 7, k)
+    def controls_seed(self, setting: str, k: int, discovered_k: int):
+        """The layer-matched stream of notebooks 03/04 at the discovered k, of 05's Table 14 at any other k."""
+        if k == discovered_k:
+            return sizes.stream(self.seed, "layer-matched/{setting}", setting=setting)
+        return sizes.stream(self.seed, "table14/{setting}/k{k}", setting=setting, k=k)
 
     def random_scores(self, setting: str, head_set: np.ndarray, seed) -> tuple[dict, dict]:
         """S's NCS and CERS and those of its layer-matched random sets (means over items, [R] each),

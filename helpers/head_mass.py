@@ -17,7 +17,7 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
 from helpers.engine.loading import model_fingerprint
-from helpers.stimuli import Item, build_items, load_corpus
+from helpers.stimuli import Item, build_items, corpus_identity, load_corpus
 
 GROUPS = ("image", "text", "first")
 
@@ -54,7 +54,7 @@ def mass_run(
     corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "kind": kind,
         "seed": seed,
         "rows": rows,

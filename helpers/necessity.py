@@ -25,7 +25,7 @@ from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
 from helpers.engine.mcq import letter_probs
 from helpers.steering import head_sets_key
-from helpers.stimuli import Item, load_corpus, single_image_items
+from helpers.stimuli import Item, corpus_identity, load_corpus, single_image_items
 
 ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")
@@ -84,7 +84,7 @@ def necessity_run(
     corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "rows": rows,

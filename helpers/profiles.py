@@ -4,10 +4,11 @@ Kept apart from helpers/protocol.py (which loads the model) so that parameter ch
 forward-pass estimate can read them without importing torch.
 """
 
-# Sizes per profile. quick: notebooks 03-05's draws and settings at half their items (their cached chunks
-# are read back), the discovery ceiling on half 01's strips; paper: N = 400 items, >= 100 random sets.
+# Sizes per profile (the notebooks' `profile`; the command's --profile quick is "default").
+# default: notebooks 03-05's draws and settings at half their items (their cached chunks are read back),
+# the discovery ceiling on half 01's strips; paper: N = 400 items, >= 100 random sets.
 PROFILES = {
-    "quick": {
+    "default": {
         "n_items": 50,
         "n_random": 20,
         "n_random_any": 20,

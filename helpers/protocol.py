@@ -18,8 +18,8 @@ copy. For each head-set S the card holds:
   groups where necessity acts (all / question + option / last);
 - a verdict table (helpers/verdicts.py) and a conclusion built from its rows.
 
-Every run goes through the result cache with the same draws as notebooks 03-05 (a discovery setting's
-layer-matched sets use seed (seed, its index in SETTINGS)), so a set that those notebooks ran is read back.
+Every run goes through the result cache with the same draws as notebooks 03-05 (the named streams of
+helpers/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
 """
 
 import argparse
@@ -34,10 +34,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import headsets, paths, runs, verdicts
+from helpers import headsets, paths, runs, sizes, verdicts
 from helpers.baselines import audit
 from helpers.cache import ResultCache
-from helpers.controls import any_layer_sets, layer_matched_sets, whole_layers, with_controls
+from helpers.controls import any_layer_sets, layer_matched_controls, whole_layers, with_controls
 from helpers.design import SETTINGS, parse_setting
 from helpers.discovery import discover, setting_scores
 from helpers.engine import HIDE, load_model
@@ -54,10 +54,9 @@ DISCOVERY_BATCH = 16  # 01_discovery's batch size: its cache chunks
 
 @dataclass
 class HeadSet:
-    name: str  # shown in every table
+    name: str  # shown in every table; names its random streams (a setting's: those of 03-05)
     path: Path
     record: dict  # the validated head-set file (helpers/headsets.py) with its mask
-    seed_index: int  # the layer-matched draws use seed (seed, seed_index), as notebooks 03-05
 
     @property
     def mask(self) -> np.ndarray:  # [L, H] bool
@@ -77,15 +76,14 @@ def resolve_head_sets(entries, data_dir: Path, model: str, n_layers: int, n_head
     """Head-set files (any form headsets.read_any takes) or discovery setting names (read from
     `data_dir/headsets/`) -> HeadSets checked against the model's L x H."""
     out = []
-    for position, entry in enumerate(entries):
+    for entry in entries:
         path = Path(data_dir) / "headsets" / f"{entry}.json" if entry in SETTINGS else Path(entry)
         if entry in SETTINGS and not path.exists():
             raise FileNotFoundError(f"no head-set file {path} for setting {entry!r}: run 01_discovery first")
         record = headsets.read_any(path, model, n_layers, n_heads, k)
         setting = record.get("setting")
-        seed_index = SETTINGS.index(setting) if setting in SETTINGS else len(SETTINGS) + 1 + position
         name = setting if setting in SETTINGS and path.stem == setting else path.stem
-        out.append(HeadSet(name=name, path=path, record=record, seed_index=seed_index))
+        out.append(HeadSet(name=name, path=path, record=record))
     names = [h.name for h in out]
     if len(set(names)) != len(names):
         raise ValueError(f"head-sets {names} share a name; give each file its own name")
@@ -138,14 +136,15 @@ class Protocol:
         )
 
     def layer_matched(self, head_set: HeadSet) -> np.ndarray:
-        """[1 + R, L, H]: S, then R layer-matched random sets drawn as notebooks 03-05 draw them."""
-        controls = layer_matched_sets(head_set.mask, self.sizes["n_random"], (self.params.seed, head_set.seed_index))
+        """[1 + R, L, H]: S, then R layer-matched random sets from the stream "layer-matched/<name>" (a
+        discovery setting's: the draws of notebooks 03-05)."""
+        controls = layer_matched_controls(head_set.mask, head_set.name, self.sizes["n_random"], self.params.seed)
         return with_controls(head_set.mask, controls)
 
-    def any_layer(self, k: int) -> np.ndarray:
-        """[R_any, L, H]: random sets of k heads from any layer, the draw of notebook 03 for its k."""
-        shape = (self.n_layers, self.n_heads)
-        return any_layer_sets(shape, k, self.sizes["n_random_any"], (self.params.seed, len(SETTINGS)))
+    def any_layer(self, head_set: HeadSet) -> np.ndarray:
+        """[R_any, L, H]: random sets of k heads from any layer, from notebook 03's stream for the set."""
+        stream = sizes.stream(self.params.seed, "table03/any-layer/{setting}", setting=head_set.name)
+        return any_layer_sets((self.n_layers, self.n_heads), head_set.k, self.sizes["n_random_any"], stream)
 
     # ---- the card's parts
 
@@ -236,16 +235,15 @@ class Protocol:
             random_means[measure] = values[:, 1:].mean(0)
         return rows, random_means
 
-    def steerability(self, head_set: HeadSet, any_layer: dict[int, np.ndarray]) -> tuple[list[dict], dict]:
+    def steerability(self, head_set: HeadSet) -> tuple[list[dict], dict]:
         """CERS against layer-matched (as 03's Table 3) and any-layer random sets at the chosen beta."""
         beta = self.params.beta
         values = cers(self.steer(self.layer_matched(head_set), beta))  # [N, 1 + R]
         rows = [{"head-set": head_set.name, "measure": "CERS", "control": "layer-matched", **self.against(values)}]
-        if head_set.k not in any_layer:
-            any_layer[head_set.k] = cers(self.steer(self.any_layer(head_set.k), beta))  # [N, R_any]
-        any_values = np.concatenate([values[:, :1], any_layer[head_set.k]], axis=1)  # [N, 1 + R_any]
+        any_layer = cers(self.steer(self.any_layer(head_set), beta))  # [N, R_any]
+        any_values = np.concatenate([values[:, :1], any_layer], axis=1)  # [N, 1 + R_any]
         rows.append({"head-set": head_set.name, "measure": "CERS", "control": "any-layer", **self.against(any_values)})
-        return rows, {"CERS": values[:, 1:].mean(0), "CERS any-layer": any_layer[head_set.k].mean(0)}
+        return rows, {"CERS": values[:, 1:].mean(0), "CERS any-layer": any_layer.mean(0)}
 
     def beta_sweep(self, head_set: HeadSet) -> list[dict]:
         """CERS of S and its first n_sweep layer-matched sets at every beta (03's Table 18)."""
@@ -278,8 +276,8 @@ class Protocol:
             "attention sinks": top_k(mass["first"], k),
             "text-heavy heads": top_k(mass["text"], k),
             "whole layers": whole_layers(head_set.mask, max(1, round(k / self.n_heads))),
-            "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, (p.seed, 4))[0],
-            "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, (p.seed, 5))[0],
+            "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, sizes.stream(p.seed, "table12/random-2k"))[0],
+            "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, sizes.stream(p.seed, "table12/random-4k"))[0],
         }
 
     def damage(self, head_set: HeadSet) -> pd.DataFrame:
@@ -323,7 +321,6 @@ def build_card(protocol: Protocol) -> dict:
     audit_table = protocol.audit_table()
     audits = verdicts.audit_verdicts(dict(zip(audit_table["audit"], audit_table["P(correct)"])))
     provenance, ceilings, necessity, steer, sweep, damage, rows, random_means = [], {}, [], [], [], [], [], {}
-    any_layer = {}  # k -> [N, R_any] CERS of the any-layer sets, shared by sets of the same size
     for head_set in sets:
         ceilings[head_set.name] = protocol.ceiling(head_set)
         ceiling = ceilings[head_set.name]
@@ -335,7 +332,7 @@ def build_card(protocol: Protocol) -> dict:
             }
         )
         nec_rows, nec_means = protocol.necessity(head_set)
-        steer_rows, steer_means = protocol.steerability(head_set, any_layer)
+        steer_rows, steer_means = protocol.steerability(head_set)
         necessity += nec_rows
         steer += steer_rows
         random_means[head_set.name] = {
@@ -554,7 +551,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="toy", help="toy, a local save_pretrained folder or a hub id")
     parser.add_argument("--heads", nargs="+", required=True, help="head-set files (json, npy, csv) or setting names")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--profile", choices=("quick", "paper"), default="quick", help="quick: the 'default' sizes")
     parser.add_argument("--k", type=int, help="heads to take from an imported score file")
     parser.add_argument("--out", help="the run folder (default: runs/<model>-<hash>/)")
     parser.add_argument(
@@ -568,10 +565,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     heads = [h if h in SETTINGS else str(Path(h).expanduser().resolve()) for h in args.heads]
     given = {name: run.parse_value(value) for name, value in args.p}
-    sizes = {n: given.pop(n) for n in list(given) if n in PROFILES["quick"]}
-    overrides = {"model": args.model, "heads": heads, "profile": args.profile, **given}
-    if sizes:
-        overrides["sizes"] = sizes
+    size_overrides = {n: given.pop(n) for n in list(given) if n in PROFILES["default"]}
+    profile = "default" if args.profile == "quick" else args.profile
+    overrides = {"model": args.model, "heads": heads, "profile": profile, **given}
+    if size_overrides:
+        overrides["sizes"] = size_overrides
     if args.k is not None:
         overrides["import_k"] = args.k
     overrides = run._resolve_paths(overrides)

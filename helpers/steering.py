@@ -23,7 +23,7 @@ from helpers.engine.inputs import build_batch
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
 from helpers.engine.mcq import letter_probs
-from helpers.stimuli import LETTERS, Item, grid_items, load_corpus
+from helpers.stimuli import LETTERS, Item, corpus_identity, grid_items, load_corpus
 
 
 def distractor_cells(items: list[Item], seed: int) -> np.ndarray:
@@ -97,7 +97,7 @@ def steering_run(
     corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "beta": float(beta),

@@ -22,7 +22,7 @@
 # noise ceiling, the baseline audit of the evaluation data (Table 22), necessity (NCS, NCS_grid) and
 # steerability (CERS, a β sweep) against layer-matched and any-layer random sets, generic damage, the
 # rows where necessity acts, and a verdict per check. A check that rests on an audit out of range is
-# "not interpretable", never scored. `profile` picks the sizes: `quick` (notebooks 03-05's, whose cached
+# "not interpretable", never scored. `profile` picks the sizes: `"default"` (notebooks 03-05's draws, whose cached
 # runs are read back) or `paper` (N = 400, R = 100); `sizes` overrides any of them.
 # `python -m helpers.protocol --model ... --heads ...` runs this notebook and leaves report.md and
 # report.html beside its executed copy.
@@ -33,7 +33,7 @@ device = "cpu"
 dtype = "float32"
 heads = ["co-ref-qsp"]
 import_k = None
-profile = "quick"
+profile = "default"
 sizes = {}
 eval_corpus = "co"
 beta = 10.0

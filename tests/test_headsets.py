@@ -71,7 +71,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "headsets"
 TOP4 = [[5, 2], [0, 1], [6, 13], [3, 7]]  # the fixtures' best heads, best first
 GOOD = {"model": "toy", "setting": "mine", "k": 2, "n_layers": 8, "n_heads": 16, "heads": [[0, 1], [5, 2]]}
 MALFORMED = [
-    ("a list of pairs", ["heads", "x"], "is a JSON object, not a list"),
+    ("a list of non-pairs", ["heads", "x"], r"heads\[0\]: 'heads' is not of type 'array'"),
     ("no heads", {k: v for k, v in GOOD.items() if k != "heads"}, r"lacks \['heads'\]; fix: add the missing field"),
     ("no model", {k: v for k, v in GOOD.items() if k != "model"}, r"lacks \['model'\]"),
     ("empty set", {**GOOD, "k": 1, "heads": []}, r"heads: \[\] should be non-empty; fix: list every head"),
@@ -96,14 +96,14 @@ def test_malformed_head_set_files_name_the_file_entry_and_fix(tmp_path, case, re
     path = tmp_path / f"{case.replace(' ', '_')}.json"
     path.write_text(json.dumps(record))
     with pytest.raises(headsets.HeadSetError, match=message) as error:
-        headsets.load(path, 8, 16)
+        headsets.read_any(path, "toy", 8, 16)
     assert str(error.value).startswith(str(path)) and "fix" in str(error.value)
 
 
 def test_not_json_and_missing_file(tmp_path):
     (tmp_path / "bad.json").write_text("{heads: [[0, 1]]}")
     with pytest.raises(headsets.HeadSetError, match=r"bad.json: not valid JSON .* fix: write the file as JSON"):
-        headsets.load(tmp_path / "bad.json")
+        headsets.read_any(tmp_path / "bad.json", "toy", 8, 16)
     with pytest.raises(headsets.HeadSetError, match="nope.json: no such file"):
         headsets.read_any(tmp_path / "nope.json", "toy", 8, 16)
 
@@ -111,9 +111,9 @@ def test_not_json_and_missing_file(tmp_path):
 def test_a_valid_file_loads_and_takes_its_stem_as_setting(tmp_path):
     record = {k: v for k, v in GOOD.items() if k != "setting"}
     (tmp_path / "mine.json").write_text(json.dumps(record))
-    loaded = headsets.load(tmp_path / "mine.json", 8, 16)
+    loaded = headsets.read_any(tmp_path / "mine.json", "toy", 8, 16)
     assert loaded["setting"] == "mine" and loaded["mask"].sum() == 2 and loaded["mask"][5, 2]
-    assert headsets.load(FIXTURES.parent.parent.parent / "data" / "headsets" / "co-ref-qsp.json", 8, 16)["k"] == 11
+    assert headsets.read_any(FIXTURES.parents[2] / "data" / "headsets" / "co-ref-qsp.json", "toy", 8, 16)["k"] == 11
 
 
 def test_import_a_list_of_pairs():

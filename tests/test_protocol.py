@@ -26,7 +26,7 @@ AUDIT_CHECKS = {f"baseline: {name}" for name in verdicts.AUDIT_RANGES}
 
 
 def parameters(tmp_path, heads, **changes) -> SimpleNamespace:
-    values = dict(model="toy", device="cpu", dtype="float32", heads=heads, import_k=None, profile="quick")
+    values = dict(model="toy", device="cpu", dtype="float32", heads=heads, import_k=None, profile="default")
     values.update(sizes=SIZES, eval_corpus="co", beta=10.0, batch_size=64, seed=0, interactive=False, smoke=False)
     values.update(out_dir=None, data_dir=None, cache_dir=None)
     values.update(changes)
@@ -85,8 +85,8 @@ def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     P, card = discovered
     exp_params = SimpleNamespace(**vars(P), n_items=SIZES["n_items"], n_random=SIZES["n_random"], rows="all")
     exp = Experiment(exp_params)
-    stack = exp.with_controls("co-ref-qsp")
-    assert np.array_equal(stack[1:], layer_matched_controls(exp.discovered, 20, 0)["co-ref-qsp"])
+    stack = exp.with_controls("co-ref-qsp", SIZES["n_random"])
+    assert np.array_equal(stack[1:], layer_matched_controls(exp.discovered["co-ref-qsp"], "co-ref-qsp", 20, 0))
     values = ncs(exp.mask(stack))
     expected = against_random(values[:, 0], values[:, 1:], "bootstrap", SIZES["n_boot"], P.seed)
     row = card["necessity"].set_index("measure").loc["NCS"]
@@ -155,7 +155,7 @@ def test_an_audit_forced_out_of_range_blocks_its_checks():
 
 
 def test_forward_copies_of_the_profiles():
-    quick = protocol.forward_copies(protocol.PROFILES["quick"])
+    quick = protocol.forward_copies(protocol.PROFILES["default"])
     assert quick["NCS (S + R, two arms)"] == 21 * 2 * 50
     paper = protocol.forward_copies(protocol.PROFILES["paper"])
     assert paper["NCS (S + R, two arms)"] == 101 * 2 * 400 and sum(paper.values()) > 8 * sum(quick.values())
