@@ -22,8 +22,8 @@
 # noise ceiling, the baseline audit of the evaluation data (Table 22), necessity (NCS, NCS_grid) and
 # steerability (CERS, a β sweep) against layer-matched and any-layer random sets, generic damage, the
 # rows where necessity acts, and a verdict per check. A check that rests on an audit out of range is
-# "not interpretable", never scored. `profile` picks the sizes: `"default"` (notebooks 03-05's draws, whose cached
-# runs are read back) or `paper` (N = 400, R = 100); `sizes` overrides any of them.
+# "not interpretable", never scored. `profile` picks the sizes: "default" (03-05's draws at N = 50, their
+# cached chunks read back) or "paper" (N = 400, R = 100); `sizes` overrides any of them.
 # `python -m helpers.protocol --model ... --heads ...` runs this notebook and leaves report.md and
 # report.html beside its executed copy.
 
