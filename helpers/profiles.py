@@ -14,7 +14,6 @@ PROFILES = {
         "n_random_any": 20,
         "n_sweep": 5,
         "betas": [1, 10, 100],
-        "n_boot": 1000,
         "n_strips": 200,
         "n_splits": 200,
     },
@@ -24,7 +23,6 @@ PROFILES = {
         "n_random_any": 100,
         "n_sweep": 5,
         "betas": [1, 3, 10, 100, 1000, 10000],
-        "n_boot": 2000,
         "n_strips": 400,
         "n_splits": 200,
     },
@@ -36,7 +34,6 @@ SMOKE_SIZES = {
     "n_random_any": 3,
     "n_sweep": 2,
     "betas": [1, 10],
-    "n_boot": 50,
     "n_strips": 8,
     "n_splits": 5,
 }

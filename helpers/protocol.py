@@ -200,11 +200,10 @@ class Protocol:
             )
         return pd.DataFrame(rows)
 
-    def against(self, values: np.ndarray, interval: str = "t") -> dict:
+    def against(self, values: np.ndarray) -> dict:
         """S against its random sets from per-item values [N, 1 + R]: against_random plus the effect
         (per-item excess over the random sets' mean, with its t-interval) and the rank p's floor."""
-        p = self.params
-        row = against_random(values[:, 0], values[:, 1:], interval, self.sizes["n_boot"], p.seed)
+        row = against_random(values[:, 0], values[:, 1:])
         effect, effect_low, effect_high = t_interval(values[:, 0] - values[:, 1:].mean(1))
         return {
             **row,
@@ -215,21 +214,21 @@ class Protocol:
         }
 
     def necessity(self, head_set: HeadSet) -> tuple[list[dict], dict]:
-        """NCS (bootstrap interval, as 04's Table 3) and NCS_grid (t-interval, as 04's Table 6) rows,
+        """NCS (as 04's Table 3) and NCS_grid (as 04's Table 6) rows with t-intervals over items,
         and the random sets' means [R] for the histograms."""
         stack = self.layer_matched(head_set)
         measures = {
-            "NCS": (ncs(self.mask(stack)), "bootstrap"),
-            "NCS_grid": (ncs_grid(self.steer(stack, HIDE)), "t"),
+            "NCS": ncs(self.mask(stack)),
+            "NCS_grid": ncs_grid(self.steer(stack, HIDE)),
         }
         rows, random_means = [], {}
-        for measure, (values, interval) in measures.items():  # values [N, 1 + R]
+        for measure, values in measures.items():  # values [N, 1 + R]
             rows.append(
                 {
                     "head-set": head_set.name,
                     "measure": measure,
                     "control": "layer-matched",
-                    **self.against(values, interval),
+                    **self.against(values),
                 }
             )
             random_means[measure] = values[:, 1:].mean(0)
@@ -302,7 +301,7 @@ class Protocol:
         """NCS with the image hidden from S at every row, the question + option rows, the last row (04's Table 5)."""
         stack = self.layer_matched(head_set)
         return [
-            {"head-set": head_set.name, "rows": rows, **self.against(ncs(self.mask(stack, rows)), "bootstrap")}
+            {"head-set": head_set.name, "rows": rows, **self.against(ncs(self.mask(stack, rows)))}
             for rows in ("all", "prompt", "last")
         ]
 
@@ -449,7 +448,7 @@ def conclusion(card: dict) -> list[str]:
 SECTIONS = [
     ("provenance", "Provenance", "the model, how the head-set was discovered, its half-split noise ceiling"),
     ("audit", "Baseline audit of the evaluation data", "clean P(correct) with a 95% t-interval over items"),
-    ("necessity", "Necessity", "NCS (bootstrap interval) and NCS_grid (t-interval) against layer-matched random sets"),
+    ("necessity", "Necessity", "NCS and NCS_grid (95% t-intervals over items) against layer-matched random sets"),
     ("steerability", "Steerability", "CERS at the chosen beta against layer-matched and any-layer random sets"),
     ("sweep", "CERS against beta", "S and its first layer-matched random sets (mean, min, max)"),
     (

@@ -19,7 +19,7 @@ from helpers.necessity import ncs
 from helpers.stats import against_random
 from helpers.steering import cers
 
-SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10], "n_boot": 50}
+SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
 SIZES.update(n_strips=32, n_splits=10)
 PER_SET_CHECKS = {"discovery noise ceiling", *verdicts.DEPENDS_ON}
 AUDIT_CHECKS = {f"baseline: {name}" for name in verdicts.AUDIT_RANGES}
@@ -88,7 +88,7 @@ def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     stack = exp.with_controls("co-ref-qsp", SIZES["n_random"])
     assert np.array_equal(stack[1:], layer_matched_controls(exp.discovered["co-ref-qsp"], "co-ref-qsp", 20, 0))
     values = ncs(exp.mask(stack))
-    expected = against_random(values[:, 0], values[:, 1:], "bootstrap", SIZES["n_boot"], P.seed)
+    expected = against_random(values[:, 0], values[:, 1:])
     row = card["necessity"].set_index("measure").loc["NCS"]
     for column in ("S", "S low", "S high", "random mean", "p", "z"):
         assert row[column] == pytest.approx(expected[column], abs=1e-12)
@@ -164,7 +164,7 @@ def test_forward_copies_of_the_profiles():
 def test_the_command_writes_report_md_and_html(tmp_path, discovered):
     P, _ = discovered
     sizes = ["-p", "n_items", "8", "-p", "n_random", "20", "-p", "n_random_any", "20", "-p", "n_sweep", "2"]
-    sizes += ["-p", "betas", "[10]", "-p", "n_boot", "50", "-p", "n_strips", "32", "-p", "n_splits", "10"]
+    sizes += ["-p", "betas", "[10]", "-p", "n_strips", "32", "-p", "n_splits", "10"]
     command = [
         sys.executable,
         "-m",
