@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from helpers import headsets, params, paths, protocol, verdicts
-from helpers.controls import any_layer_sets, layer_matched_controls
+from helpers.controls import layer_matched_controls, layer_matched_sets
 from helpers.design import SETTINGS
 from helpers.experiment import Experiment
 from helpers.necessity import ncs
@@ -48,7 +48,8 @@ def discovered(cache_root):
 
 @pytest.fixture(scope="module")
 def random_card(cache_root):
-    mask = any_layer_sets((8, 16), 11, 1, 20261202)[0]
+    # one draw of the layer-matched controls' kind: co-ref-qsp's count per layer, none of its heads
+    mask = layer_matched_sets(headsets.load(paths.DATA / "headsets" / "co-ref-qsp.json")["mask"], 1, 20261202)[0]
     path = headsets.save(cache_root / "random-11.json", model="toy", setting="random", selection="random", mask=mask,
                          scores=np.zeros((8, 16)))  # fmt: skip
     return protocol.build_card(protocol.Protocol(parameters(cache_root, [str(path)])))
@@ -76,7 +77,7 @@ def test_a_discovered_set_gets_a_verdict_on_every_check(discovered):
         "qsp",
         11,
     )
-    assert 0 < provenance["noise ceiling"] <= 11 and provenance["weights fingerprint"].startswith("toy@")
+    assert 0 < provenance["noise ceiling"] <= 11 and provenance["weights fingerprint"].startswith("toy")
     assert card["conclusion"][1].startswith("co-ref-qsp is necessary beyond its layer-matched random sets")
 
 
