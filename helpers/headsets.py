@@ -1,16 +1,38 @@
 """Head-sets as JSON files: which model, which setting, which heads (and their scores).
 
 A file holds `{"model", "setting", "selection", "k", "n_layers", "n_heads", "heads": [[layer, head], ...],
-"scores": [...]}`; heads are listed best first. Other notebooks and users load them by path.
+"scores": [...]}`; heads are listed best first. `load` reads the files 01_discovery writes (for 03-05);
+`read_any` reads any head-set a user brings (07_protocol): the format is the JSON schema
+`headset.schema.json` beside this module (`setting` optional, the file's stem by default), `validate`
+checks a record against it and against the model in use, and every error names the file, the entry and
+the fix.
+
+Importers turn what other tools publish into this format (`read_any` picks one by the file's form):
+
+- a plain JSON list of `[layer, head]` pairs;
+- a layers x heads score matrix (`.npy`, or `.csv` of L rows and H columns) with a `k`: its flat top-k;
+- per-head scores keyed `"L-H"` or `"L.H"` (a JSON object, the form public visual-head repositories
+  publish) with a `k`: the k best-scored heads.
 """
 
 import json
+import re
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from jsonschema import Draft202012Validator
 
 from helpers.files import atomic_write
+from helpers.overlap import top_k
+
+SCHEMA_PATH = Path(__file__).with_name("headset.schema.json")
+KEYED_HEAD = re.compile(r"^\s*(\d+)\s*[-.]\s*(\d+)\s*$")  # "12-5" or "12.5": layer, head
+
+
+class HeadSetError(ValueError):
+    """A head-set file that cannot be used: the message names the file, the entry and the fix."""
 
 
 def to_list(mask: np.ndarray, scores: np.ndarray) -> list[list[int]]:
@@ -101,6 +123,79 @@ def _checked_heads(path: Path, heads, n_layers: int, n_heads: int) -> list[list[
     return heads
 
 
+@cache
+def schema() -> dict:
+    """The JSON schema of a head-set file (helpers/headset.schema.json)."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _where(error) -> str:
+    """'heads[3][0]' for a schema error's location in the file, 'the top level' at the root."""
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    return where or "the top level"
+
+
+def _schema_fix(error) -> str:
+    """What to change for one schema error."""
+    if error.validator == "required":
+        return "add the missing field (model, n_layers, n_heads, heads: [[layer, head], ...])"
+    if list(error.absolute_path)[:1] == ["heads"]:
+        return "list every head as [layer, head] with two integers >= 0, at least one head"
+    return f"give {_where(error)} a value that matches the schema ({SCHEMA_PATH.name})"
+
+
+def validate(record, path: Path, n_layers: int | None = None, n_heads: int | None = None) -> None:
+    """Raise HeadSetError, naming `path`, the entry and the fix, unless `record` is a valid head-set:
+    it matches the schema; its heads are integers (not booleans or floats), in range, without
+    duplicates; `k`, when given, is the number of heads; and, when the model's `n_layers` x `n_heads`
+    are given, it was made for that shape."""
+    if not isinstance(record, dict):
+        raise HeadSetError(
+            f"{path}: a head-set file is a JSON object, not a {type(record).__name__}; fix: wrap the heads as "
+            '{"model": ..., "n_layers": ..., "n_heads": ..., "heads": [[layer, head], ...]} or import it '
+            "with helpers.headsets.read_any"
+        )
+    errors = sorted(Draft202012Validator(schema()).iter_errors(record), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        if error.validator == "required":
+            missing = sorted({"model", "n_layers", "n_heads", "heads"} - set(record))
+            raise HeadSetError(f"{path} is not a head-set file: it lacks {missing}; fix: {_schema_fix(error)}")
+        raise HeadSetError(f"{path}: {_where(error)}: {error.message}; fix: {_schema_fix(error)}")
+    for i, pair in enumerate(record["heads"]):
+        if any(type(v) is not int for v in pair):  # the schema takes 1.0 as an integer
+            raise HeadSetError(f"{path}: heads[{i}] = {pair} is not two integers; fix: write it as [layer, head]")
+    shape = record["n_layers"], record["n_heads"]
+    for i, (layer, head) in enumerate(record["heads"]):
+        if layer >= shape[0] or head >= shape[1]:
+            raise HeadSetError(
+                f"{path}: heads[{i}] = [{layer}, {head}] is out of range for {shape[0]} layers x {shape[1]} heads "
+                f"(layers 0..{shape[0] - 1}, heads 0..{shape[1] - 1}); fix: correct the entry or n_layers / n_heads"
+            )
+    seen = {}
+    for i, pair in enumerate(map(tuple, record["heads"])):
+        if pair in seen:
+            raise HeadSetError(
+                f"{path}: heads[{i}] = {list(pair)} repeats heads[{seen[pair]}]; fix: list every head once"
+            )
+        seen[pair] = i
+    if "k" in record and record["k"] != len(record["heads"]):
+        raise HeadSetError(
+            f"{path}: k = {record['k']} but the file lists {len(record['heads'])} heads; "
+            f"fix: set k to {len(record['heads'])} or list k heads"
+        )
+    if "scores" in record and len(record["scores"]) != len(record["heads"]):
+        raise HeadSetError(
+            f"{path}: {len(record['scores'])} scores for {len(record['heads'])} heads; "
+            "fix: give one score per head or drop scores"
+        )
+    if n_layers is not None and shape != (n_layers, n_heads):
+        raise HeadSetError(
+            f"{path}: made for {shape[0]} layers x {shape[1]} heads ({record['model']!r}), but the model in use has "
+            f"{n_layers} x {n_heads}; fix: use a head-set of this model (rerun 01_discovery or import its scores)"
+        )
+
+
 def load_settings(
     folder: Path, settings, model: str, n_layers: int, n_heads: int, suffix: str = ""
 ) -> dict[str, np.ndarray]:
@@ -149,3 +244,101 @@ def load_score_maps(path: Path, settings, n_layers: int, n_heads: int) -> dict[s
         scores[rows["layer"].to_numpy(), rows["head"].to_numpy()] = rows["score"].to_numpy()
         maps[setting] = scores
     return maps
+
+
+# ------------------------------------------------------------------------------------------- importers
+
+
+def from_mask(mask: np.ndarray, model: str, setting: str, selection: str, scores: np.ndarray | None = None) -> dict:
+    """A head-set record (the schema's form) of a bool mask [L, H], best score first when scores [L, H] are given."""
+    mask = np.asarray(mask, dtype=bool)
+    heads = to_list(mask, np.zeros(mask.shape) if scores is None else np.asarray(scores, dtype=float))
+    record = {
+        "model": model,
+        "setting": setting,
+        "selection": selection,
+        "k": len(heads),
+        "n_layers": int(mask.shape[0]),
+        "n_heads": int(mask.shape[1]),
+        "heads": heads,
+    }
+    if scores is not None:
+        record["scores"] = [round(float(scores[l, h]), 6) for l, h in heads]
+    return record
+
+
+def from_pairs(pairs, path: Path, model: str, n_layers: int, n_heads: int) -> dict:
+    """A plain list of [layer, head] pairs -> a validated head-set record for the model's L x H."""
+    record = {"model": model, "setting": Path(path).stem, "selection": f"imported list ({Path(path).name})"}
+    record.update(n_layers=n_layers, n_heads=n_heads, heads=pairs, k=len(pairs) if isinstance(pairs, list) else 0)
+    validate(record, path, n_layers, n_heads)
+    return record
+
+
+def from_matrix(scores: np.ndarray, path: Path, model: str, k: int | None) -> dict:
+    """A layers x heads score matrix -> its flat top-k as a head-set record (the matrix gives L x H)."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 2:
+        raise HeadSetError(f"{path}: a score matrix must be layers x heads (2-D), got shape {scores.shape}")
+    if np.isnan(scores).any():
+        raise HeadSetError(f"{path}: the score matrix holds NaN; fix: give every head a score")
+    k = _check_import_k(k, path, scores.size)
+    return from_mask(top_k(scores, k), model, Path(path).stem, f"flat top-{k} of an imported score matrix", scores)
+
+
+def from_keyed_scores(keyed: dict, path: Path, model: str, n_layers: int, n_heads: int, k: int | None) -> dict:
+    """Per-head scores keyed "L-H" or "L.H" -> the k best-scored heads as a head-set record (heads not
+    listed have no score and are never chosen)."""
+    scores = np.full((n_layers, n_heads), -np.inf)
+    for key, value in keyed.items():
+        match = KEYED_HEAD.match(str(key))
+        if match is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HeadSetError(
+                f"{path}: entry {key!r}: {value!r} is not a per-head score; fix: key every head as "
+                '"layer-head" or "layer.head" with a number, e.g. {"12-5": 0.31}'
+            )
+        layer, head = int(match[1]), int(match[2])
+        if layer >= n_layers or head >= n_heads:
+            raise HeadSetError(
+                f"{path}: entry {key!r} is out of range for {n_layers} layers x {n_heads} heads; "
+                "fix: use the scores of this model"
+            )
+        scores[layer, head] = float(value)
+    k = _check_import_k(k, path, len(keyed))
+    return from_mask(top_k(scores, k), model, Path(path).stem, f"top-{k} of imported per-head scores", scores)
+
+
+def _check_import_k(k, path: Path, available: int) -> int:
+    if k is None:
+        raise HeadSetError(f"{path}: scores need a k (how many heads to take); fix: pass k (--k N)")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= available:
+        raise HeadSetError(f"{path}: k = {k!r} is not an int in 1..{available} (the scored heads); fix: pass such a k")
+    return k
+
+
+def read_any(path: Path, model: str, n_layers: int, n_heads: int, k: int | None = None) -> dict:
+    """Any supported head-set form -> a validated record with its `mask` [L, H]: a head-set file, a JSON
+    list of [layer, head], per-head scores keyed "L-H" / "L.H" (JSON), or a score matrix (.npy / .csv).
+    `k` is needed for scores; `model`, `n_layers`, `n_heads` describe the model in use."""
+    path = Path(path)
+    if not path.is_file():
+        raise HeadSetError(f"{path}: no such file; fix: give the path of a head-set file or a discovery setting name")
+    if path.suffix == ".npy":
+        record = from_matrix(np.load(path, allow_pickle=False), path, model, k)
+    elif path.suffix == ".csv":
+        record = from_matrix(np.loadtxt(path, delimiter=",", ndmin=2), path, model, k)
+    else:
+        try:
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise HeadSetError(f"{path}: not valid JSON ({error}); fix: write the file as JSON") from None
+        if isinstance(raw, list):
+            record = from_pairs(raw, path, model, n_layers, n_heads)
+        elif isinstance(raw, dict) and "heads" not in raw and raw and all(KEYED_HEAD.match(str(key)) for key in raw):
+            record = from_keyed_scores(raw, path, model, n_layers, n_heads, k)
+        else:
+            record = raw
+    validate(record, path, n_layers, n_heads)
+    record.setdefault("setting", path.stem)
+    record["mask"] = to_mask(record["heads"], record["n_layers"], record["n_heads"])
+    return record

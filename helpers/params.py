@@ -18,6 +18,7 @@ from helpers import paths, runs, sizes
 from helpers.design import CORPORA, SETTINGS
 from helpers.engine.interventions import ROW_GROUPS
 from helpers.engine.loading import model_folder, model_heads, resolve_device, resolve_dtype
+from helpers.profiles import PROFILES
 from helpers.stimuli import ImageFolderCorpus
 
 DEVICES = ("cpu", "cuda", "mps", "auto")
@@ -181,6 +182,34 @@ def _check_betas(value):
     _fail("betas", value, "use a non-empty list of finite numbers > 0, e.g. [1, 3, 10, 100]")
 
 
+def _check_heads(value):
+    entries = [value] if isinstance(value, str) else value
+    if isinstance(entries, (list, tuple)) and entries and all(isinstance(e, str) and e for e in entries):
+        return list(entries)
+    _fail("heads", value, "use a non-empty list of head-set files or discovery setting names, e.g. ['co-ref-qsp']")
+
+
+def _check_import_k(value):
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    _fail("import_k", value, "use None or an int >= 1: the heads to take from an imported score file")
+
+
+def _check_sizes(value):
+    known = PROFILES["default"]
+    if not isinstance(value, dict) or not set(value) <= set(known):
+        _fail("sizes", value, f"use a dict of profile sizes to override, with keys among {sorted(known)}")
+    checked = {}
+    for name, size in value.items():
+        if name == "betas":
+            checked[name] = _check_betas(size)
+        elif not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
+            _fail("sizes", value, f"sizes[{name!r}] = {size!r}: use an int >= 1")
+        else:
+            checked[name] = size
+    return checked
+
+
 def _check_corpus(name):
     def check(value):
         if value in CORPORA:
@@ -221,6 +250,9 @@ CHECKS = {
     "profile": _check_choice("profile", sizes.PROFILES),
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
+    "heads": _check_heads,
+    "import_k": _check_import_k,
+    "sizes": _check_sizes,
     "out_dir": _check_dir("out_dir"),
     "data_dir": _check_dir("data_dir"),
     "cache_dir": _check_dir("cache_dir"),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helpers.design import SETTINGS
+from helpers.profiles import forward_copies, sizes_for
 
 SUFFIXES = {
     "figure": (".png", ".pdf"),
@@ -71,6 +72,11 @@ def _controls(p: dict) -> int:
     r, n = p["n_random"], p["n_items"]
     sets = N_SETTINGS * 2 * r + 2 * p["n_random_large"] + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
     return n * 2 * (sets + 18 * (1 + r))
+
+
+def _protocol(p: dict) -> int:
+    """The report card of every head-set in `heads` at its profile's sizes (helpers/profiles.py)."""
+    return sum(forward_copies(sizes_for(p["profile"], p["sizes"], p["smoke"]), len(p["heads"])).values())
 
 
 STEPS = {
@@ -139,6 +145,22 @@ STEPS = {
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
         out_reads=("table01_overlap_by_factor.csv", "table03_cers.csv", "table03_ncs.csv", "ncs_source_contrast.csv"),
         forwards=_controls,
+    ),
+    # reads its `heads` (head-set files, or setting names in data/headsets/); writes report.md, report.html
+    # and card.json into the run's notebooks/ folder, beside the executed notebook
+    "07_protocol": Step(
+        writes={
+            "protocol_verdicts": "table",
+            "protocol_provenance": "table",
+            "protocol_audit": "table",
+            "protocol_necessity": "table",
+            "protocol_steerability": "table",
+            "protocol_sweep": "table",
+            "protocol_random_sets_0": "figure",
+            "protocol_damage": "table",
+            "protocol_rows": "table",
+        },
+        forwards=_protocol,
     ),
 }
 

@@ -35,6 +35,7 @@ key_agg = "raw"
 row_agg = "mean"
 batch_size = 16
 seed = 0
+interactive = False
 smoke = False
 out_dir = None
 data_dir = None
@@ -146,3 +147,14 @@ item = strip_items(load_corpus("cm"), 1, P.seed + 1, "ord")[0]
 profile = panel_profile(lm, item, {src: top_k(mean_scores[f"cm-ord-{src}"], k_top) for src in ("last", "qsp", "out")})
 fig = plot_strip_overview(item, profile, "cm-ord", k_top)
 report.figure(fig, "discovery_strip_overview", P.out_dir)
+
+# %% [markdown]
+# ## Explorer (`interactive=True`)
+# Pick a run, a setting and k: the score map with the set outlined, its overlap with a second setting,
+# one strip under a chosen head's attention, and the set's NCS / CERS against its random sets.
+
+# %%
+if P.interactive:
+    from helpers.explorer import show_explorer
+
+    show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)

@@ -33,6 +33,7 @@ row_agg = "mean"
 batch_size = 16
 n_splits = 200
 seed = 0
+interactive = False
 smoke = False
 out_dir = None
 data_dir = None
@@ -185,3 +186,14 @@ chance_table = pd.concat(
     [between, pd.DataFrame([{"pair": f"{n} vs random", "overlap": c.mean()} for n, c in chance.items()])]
 )
 chance_table = report.table(chance_table, "fig07_chance_overlap", P.out_dir)
+
+# %% [markdown]
+# ## Explorer (`interactive=True`)
+# Pick a run, a setting and k: the score map with the set outlined, its overlap with a second setting,
+# one strip under a chosen head's attention, and the set's NCS / CERS against its random sets.
+
+# %%
+if P.interactive:
+    from helpers.explorer import show_explorer
+
+    show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)

@@ -15,7 +15,8 @@ SOURCES = run.notebook_sources()
 def test_notebooks_exist_in_order():
     stems = [p.stem for p in SOURCES]
     assert stems and stems[0] == "00_design"
-    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(len(stems))]
+    numbers = [int(s[:2]) for s in stems]
+    assert numbers == sorted(set(numbers)), "two notebooks share a number"  # 06 may land after 07
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

@@ -1,0 +1,162 @@
+"""Verdicts of the report card: one row per check, pass / fail / not interpretable / not run, with the
+number it rests on and the reason.
+
+Rules (the thresholds are named constants, so a report states what it applied):
+
+- baseline audit (Table 22): each clean P(correct) must lie in AUDIT_RANGES; a check that depends on an
+  audit out of range (DEPENDS_ON) is "not interpretable", never scored;
+- against random sets: pass when the Holm-adjusted rank p <= ALPHA; "not interpretable" when even the
+  best possible rank (S above every random set) could not reach ALPHA after Holm (too few random sets
+  for the number of head-sets), since then a fail says nothing about the set;
+- the half-split noise ceiling: pass when the two halves of the discovery data share >= CEILING_SHARE of
+  the top-k;
+- generic damage: pass when S's NCS interval lies above the NCS of every generic-damage set;
+- the beta sweep: pass when S steers more than every one of its random sets at every beta.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN = "pass", "fail", "not interpretable", "not run"
+ALPHA = 0.05
+AUDIT_RANGES = {"oracle": (0.85, 1.0), "blank": (0.15, 0.35), "matched": (0.85, 1.0), "mismatched": (0.15, 0.35)}
+AUDIT_EXPECTED = {"oracle": "~1", "blank": "~0.25", "matched": "~1", "mismatched": "~0.25"}
+CEILING_SHARE = 0.8
+GRID_AUDITS = ("oracle", "blank")  # the 2x2 grid: CERS, its beta sweep and NCS_grid rest on it
+SINGLE_AUDITS = ("matched", "mismatched")  # the single-image MCQ: NCS, generic damage, row groups
+DEPENDS_ON = {
+    "NCS vs layer-matched": SINGLE_AUDITS,
+    "NCS_grid vs layer-matched": GRID_AUDITS,
+    "CERS vs layer-matched": GRID_AUDITS,
+    "CERS vs any-layer": GRID_AUDITS,
+    "CERS beta sweep": GRID_AUDITS,
+    "generic damage": SINGLE_AUDITS,
+    "NCS at question + option rows": SINGLE_AUDITS,
+    "NCS at the last row": SINGLE_AUDITS,
+}
+COLUMNS = ["head-set", "check", "verdict", "number", "reason"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    head_set: str
+    check: str
+    verdict: str
+    number: str
+    reason: str
+
+    def row(self) -> dict:
+        return dict(zip(COLUMNS, (self.head_set, self.check, self.verdict, self.number, self.reason)))
+
+
+def audit_verdicts(means: dict[str, float]) -> list[Verdict]:
+    """One verdict per audit (mean clean P(correct)) against AUDIT_RANGES."""
+    out = []
+    for name, value in means.items():
+        low, high = AUDIT_RANGES[name]
+        inside = low <= value <= high
+        reason = f"expected {AUDIT_EXPECTED[name]} (range {low:g}-{high:g})"
+        out.append(
+            Verdict(
+                "(evaluation data)",
+                f"baseline: {name}",
+                PASS if inside else FAIL,
+                f"P(correct) = {value:.3f}",
+                reason + ("" if inside else ": out of range, the checks resting on it are not interpretable"),
+            )
+        )
+    return out
+
+
+def blocked_by(check: str, audits: list[Verdict]) -> str | None:
+    """Why `check` cannot be interpreted (an audit it depends on is out of range), or None."""
+    failed = [v for v in audits if v.verdict != PASS and v.check.removeprefix("baseline: ") in DEPENDS_ON[check]]
+    if not failed:
+        return None
+    return "baseline out of range: " + ", ".join(f"{v.check.removeprefix('baseline: ')} {v.number}" for v in failed)
+
+
+def holm_floor(n_random: int, n_sets: int) -> float:
+    """The smallest Holm-adjusted rank p any set can get: n_sets / (R + 1), capped at 1."""
+    return min(1.0, n_sets / (n_random + 1))
+
+
+def against_random_verdict(
+    head_set: str, check: str, row: dict, n_random: int, n_sets: int, audits: list[Verdict]
+) -> Verdict:
+    """Verdict of S against R random sets from a row with S, random mean, p, p Holm and z."""
+    floor = holm_floor(n_random, n_sets)
+    number = (
+        f"S {row['S']:.3f} vs random {row['random mean']:.3f}; rank p {row['p']:.3f} "
+        f"(Holm {row['p Holm']:.3f}, floor {floor:.3f}, R = {n_random}); z {row['z']:.1f}"
+    )
+    blocked = blocked_by(check, audits)
+    if blocked:
+        return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
+    if row["p Holm"] <= ALPHA:
+        return Verdict(head_set, check, PASS, number, f"Holm-adjusted rank p <= {ALPHA}")
+    if floor > ALPHA:
+        reason = (
+            f"with R = {n_random} and {n_sets} head-set(s) no rank p can reach {ALPHA} after Holm; "
+            "use more random sets"
+        )
+        return Verdict(head_set, check, NOT_INTERPRETABLE, number, reason)
+    return Verdict(head_set, check, FAIL, number, f"Holm-adjusted rank p > {ALPHA}: S is within its random sets")
+
+
+def ceiling_verdict(head_set: str, ceiling: dict | None) -> Verdict:
+    """Verdict of the half-split noise ceiling (mean shared heads of two halves' top-k, over splits)."""
+    check = "discovery noise ceiling"
+    if ceiling is None:
+        return Verdict(head_set, check, NOT_RUN, "--", "no discovery setting of this model is known for the set")
+    share = ceiling["ceiling"] / ceiling["k"]
+    number = f"{ceiling['ceiling']:.1f} of {ceiling['k']} heads shared by two halves ({ceiling['n_strips']} strips)"
+    verdict = PASS if share >= CEILING_SHARE else FAIL
+    relation = ">=" if verdict == PASS else "<"
+    return Verdict(head_set, check, verdict, number, f"share {share:.2f} {relation} {CEILING_SHARE}")
+
+
+def damage_verdict(head_set: str, s_low: float, damage: pd.DataFrame, audits: list[Verdict]) -> Verdict:
+    """Verdict of S's NCS (lower interval bound) against the NCS of the generic-damage sets."""
+    check = "generic damage"
+    others = damage[damage["damage set"] != "discovered"]
+    worst = others.loc[others["NCS"].idxmax()]
+    number = f"S's NCS low {s_low:.3f} vs {worst['damage set']} {worst['NCS']:.3f} (the largest of {len(others)})"
+    blocked = blocked_by(check, audits)
+    if blocked:
+        return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
+    if s_low > worst["NCS"]:
+        return Verdict(head_set, check, PASS, number, "S's necessity exceeds every generic-damage set's")
+    return Verdict(head_set, check, FAIL, number, "a generic-damage set reaches S's necessity")
+
+
+def sweep_verdict(head_set: str, sweep: pd.DataFrame, audits: list[Verdict]) -> Verdict:
+    """Verdict of the beta sweep: S above every random set's CERS at every beta."""
+    check = "CERS beta sweep"
+    margin = sweep["S"] - sweep["random max"]
+    below = sweep.loc[margin <= 0, "beta"].tolist()
+    n_random = int(sweep["random sets"].iloc[0])
+    number = f"min over beta of S - random max = {margin.min():.4f} ({len(sweep)} betas, {n_random} random sets)"
+    blocked = blocked_by(check, audits)
+    if blocked:
+        return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
+    if not below:
+        return Verdict(head_set, check, PASS, number, "S steers more than every random set at every beta")
+    return Verdict(
+        head_set, check, FAIL, number, f"a random set steers as much as S at beta {', '.join(map(_g, below))}"
+    )
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
+
+
+def table(verdicts: list[Verdict]) -> pd.DataFrame:
+    return pd.DataFrame([v.row() for v in verdicts], columns=COLUMNS)
+
+
+def counts(verdicts: pd.DataFrame) -> dict[str, int]:
+    """Verdict -> how many checks got it."""
+    return {v: int(np.sum(verdicts["verdict"] == v)) for v in (PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN)}

@@ -1,0 +1,190 @@
+"""The report card on the toy at small sizes: every check gets a verdict, a random set fails necessity,
+evaluation data out of the baseline audit's range make the dependent checks "not interpretable", the
+numbers are those of notebooks 03-04 at the same parameters, and the command writes report.md / .html."""
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers import headsets, params, paths, protocol, verdicts
+from helpers.controls import layer_matched_controls, layer_matched_sets
+from helpers.design import SETTINGS
+from helpers.experiment import Experiment
+from helpers.necessity import ncs
+from helpers.stats import against_random
+from helpers.steering import cers
+
+SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
+SIZES.update(n_strips=32, n_splits=10)
+PER_SET_CHECKS = {"discovery noise ceiling", *verdicts.DEPENDS_ON}
+AUDIT_CHECKS = {f"baseline: {name}" for name in verdicts.AUDIT_RANGES}
+
+
+def parameters(tmp_path, heads, **changes) -> SimpleNamespace:
+    values = dict(model="toy", device="cpu", dtype="float32", heads=heads, import_k=None, profile="default")
+    values.update(sizes=SIZES, eval_corpus="co", beta=10.0, batch_size=64, seed=0, interactive=False, smoke=False)
+    values.update(out_dir=None, data_dir=None, cache_dir=None)
+    values.update(changes)
+    checked = params.validate(values)
+    checked.data_dir, checked.cache_dir = paths.DATA, tmp_path / "cache"
+    return checked
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("protocol")
+
+
+@pytest.fixture(scope="module")
+def discovered(cache_root):
+    P = parameters(cache_root, ["co-ref-qsp"])
+    return P, protocol.build_card(protocol.Protocol(P))
+
+
+@pytest.fixture(scope="module")
+def random_card(cache_root):
+    # one draw of the layer-matched controls' kind: co-ref-qsp's count per layer, none of its heads
+    mask = layer_matched_sets(headsets.load(paths.DATA / "headsets" / "co-ref-qsp.json")["mask"], 1, 20261202)[0]
+    path = headsets.save(cache_root / "random-11.json", model="toy", setting="random", selection="random", mask=mask,
+                         scores=np.zeros((8, 16)))  # fmt: skip
+    return protocol.build_card(protocol.Protocol(parameters(cache_root, [str(path)])))
+
+
+def verdict_of(card, head_set, check) -> str:
+    table = card["verdicts"]
+    return table[(table["head-set"] == head_set) & (table["check"] == check)]["verdict"].item()
+
+
+def test_a_discovered_set_gets_a_verdict_on_every_check(discovered):
+    _, card = discovered
+    table = card["verdicts"]
+    assert set(table["check"]) == PER_SET_CHECKS | AUDIT_CHECKS and len(table) == len(PER_SET_CHECKS) + 4
+    assert set(table["verdict"]) <= {verdicts.PASS, verdicts.FAIL, verdicts.NOT_INTERPRETABLE}
+    assert (table["number"].str.len() > 0).all() and (table["reason"].str.len() > 0).all()
+    assert verdict_of(card, "co-ref-qsp", "NCS vs layer-matched") == verdicts.PASS  # the toy's set is necessary
+    nec = card["necessity"].set_index("measure")
+    assert nec.loc["NCS", "p"] == pytest.approx(1 / 21) and nec.loc["NCS", "S"] > nec.loc["NCS", "random max"]
+    assert nec.loc["NCS", "p floor"] == pytest.approx(1 / 21) and nec.loc["NCS", "p Holm"] == nec.loc["NCS", "p"]
+    provenance = card["provenance"].iloc[0]
+    assert (provenance["corpus"], provenance["query"], provenance["source"], provenance["k"]) == (
+        "co",
+        "ref",
+        "qsp",
+        11,
+    )
+    assert 0 < provenance["noise ceiling"] <= 11 and provenance["weights fingerprint"].startswith("toy")
+    assert card["conclusion"][1].startswith("co-ref-qsp is necessary beyond its layer-matched random sets")
+
+
+def test_numbers_are_those_of_notebooks_03_and_04(discovered):
+    """The same draws and cached runs as 03's and 04's Table 3 at the same sizes."""
+    P, card = discovered
+    exp_params = SimpleNamespace(**vars(P), n_items=SIZES["n_items"], n_random=SIZES["n_random"], rows="all")
+    exp = Experiment(exp_params)
+    stack = exp.with_controls("co-ref-qsp", SIZES["n_random"])
+    assert np.array_equal(stack[1:], layer_matched_controls(exp.discovered["co-ref-qsp"], "co-ref-qsp", 20, 0))
+    values = ncs(exp.mask(stack))
+    expected = against_random(values[:, 0], values[:, 1:])
+    row = card["necessity"].set_index("measure").loc["NCS"]
+    for column in ("S", "S low", "S high", "random mean", "p", "z"):
+        assert row[column] == pytest.approx(expected[column], abs=1e-12)
+    values = cers(exp.steer(stack))
+    expected = against_random(values[:, 0], values[:, 1:])
+    row = card["steerability"].set_index("control").loc["layer-matched"]
+    assert row["S"] == pytest.approx(expected["S"], abs=1e-12) and row["p"] == expected["p"]
+
+
+def test_a_random_set_fails_necessity(random_card):
+    assert verdict_of(random_card, "random-11", "NCS vs layer-matched") == verdicts.FAIL
+    assert verdict_of(random_card, "random-11", "discovery noise ceiling") == verdicts.NOT_RUN
+    row = random_card["necessity"].set_index("measure").loc["NCS"]
+    assert row["p"] > verdicts.ALPHA and row["S"] < row["random max"]
+
+
+def test_two_sets_are_holm_adjusted_and_the_floor_makes_them_not_interpretable(cache_root, random_card):
+    """At R = 20 two head-sets can reach at best Holm p = 2/21 > .05: not interpretable, not a fail."""
+    P = parameters(cache_root, ["co-ref-qsp", str(cache_root / "random-11.json")])
+    card = protocol.build_card(protocol.Protocol(P))
+    nec = card["necessity"][card["necessity"]["measure"] == "NCS"].set_index("head-set")
+    assert nec.loc["co-ref-qsp", "p Holm"] == pytest.approx(2 / 21)
+    assert verdict_of(card, "co-ref-qsp", "NCS vs layer-matched") == verdicts.NOT_INTERPRETABLE
+
+
+def blank_corpus(folder):
+    """An image folder whose every class shows the same blank grey picture."""
+    for label in ("red_star", "blue_ring", "green_circle", "yellow_cross", "purple_square", "black_triangle"):
+        (folder / label).mkdir(parents=True)
+        Image.new("RGB", (64, 64), (128, 128, 128)).save(folder / label / "blank.png")
+    return folder
+
+
+def test_blank_evaluation_images_make_the_single_image_checks_not_interpretable(cache_root):
+    corpus = blank_corpus(cache_root / "blank_corpus")
+    sizes = {**SIZES, "n_random": 3, "n_random_any": 3}
+    card = protocol.build_card(
+        protocol.Protocol(parameters(cache_root, ["co-ref-qsp"], eval_corpus=str(corpus), sizes=sizes))
+    )
+    audit = card["audit"].set_index("audit")["P(correct)"]
+    assert audit["matched"] < 0.5 and verdict_of(card, "(evaluation data)", "baseline: matched") == verdicts.FAIL
+    failed = {c.removeprefix("baseline: ") for c, v in zip(card["verdicts"]["check"], card["verdicts"]["verdict"])
+              if c.startswith("baseline: ") and v == verdicts.FAIL}  # fmt: skip
+    table = card["verdicts"].set_index("check")
+    for check, audits in verdicts.DEPENDS_ON.items():
+        blocked = set(audits) & failed
+        assert ("baseline out of range" in table.loc[check, "reason"]) == bool(blocked), check
+        if blocked:
+            assert table.loc[check, "verdict"] == verdicts.NOT_INTERPRETABLE
+            assert all(name in table.loc[check, "reason"] for name in blocked)
+    assert card["conclusion"][0].startswith("The evaluation data fail the baseline audit (")
+
+
+def test_an_audit_forced_out_of_range_blocks_its_checks():
+    audits = verdicts.audit_verdicts({"oracle": 0.6, "blank": 0.25, "matched": 0.99, "mismatched": 0.24})
+    assert [v.verdict for v in audits] == [verdicts.FAIL, verdicts.PASS, verdicts.PASS, verdicts.PASS]
+    row = {"S": 0.3, "random mean": 0.0, "p": 1 / 101, "p Holm": 1 / 101, "z": 9.0}
+    assert (
+        verdicts.against_random_verdict("S", "CERS vs layer-matched", row, 100, 1, audits).verdict
+        == "not interpretable"
+    )
+    assert verdicts.against_random_verdict("S", "NCS vs layer-matched", row, 100, 1, audits).verdict == "pass"
+    assert verdicts.holm_floor(20, 12) == pytest.approx(12 / 21)
+
+
+def test_forward_copies_of_the_profiles():
+    quick = protocol.forward_copies(protocol.PROFILES["default"])
+    assert quick["NCS (S + R, two arms)"] == 21 * 2 * 50
+    paper = protocol.forward_copies(protocol.PROFILES["paper"])
+    assert paper["NCS (S + R, two arms)"] == 101 * 2 * 400 and sum(paper.values()) > 8 * sum(quick.values())
+
+
+def test_the_command_writes_report_md_and_html(tmp_path, discovered):
+    P, _ = discovered
+    sizes = ["-p", "n_items", "8", "-p", "n_random", "20", "-p", "n_random_any", "20", "-p", "n_sweep", "2"]
+    sizes += ["-p", "betas", "[10]", "-p", "n_strips", "32", "-p", "n_splits", "10"]
+    command = [
+        sys.executable,
+        "-m",
+        "helpers.protocol",
+        "--model",
+        "toy",
+        "--heads",
+        "co-ref-qsp",
+        "--out",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(command + sizes + ["-p", "cache_dir", str(P.cache_dir)], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    md = (tmp_path / "notebooks" / "report.md").read_text()
+    assert "## Verdicts" in md and "| co-ref-qsp | NCS vs layer-matched | pass |" in md
+    html = (tmp_path / "notebooks" / "report.html").read_text()
+    assert "<table" in html and "data:image/png;base64," in html
+    card = json.loads((tmp_path / "notebooks" / "card.json").read_text())
+    assert card["meta"]["sizes"]["n_items"] == 8 and len(card["verdicts"]) == len(PER_SET_CHECKS) + 4
+    assert (tmp_path / "notebooks" / "07_protocol.ipynb").exists() and (tmp_path / "protocol_verdicts.csv").exists()
+    assert SETTINGS.index("co-ref-qsp") == 10
