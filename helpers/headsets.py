@@ -54,17 +54,7 @@ def to_mask(heads: list[list[int]], n_layers: int, n_heads: int) -> np.ndarray:
 
 def save(path: Path, *, model: str, setting: str, selection: str, mask: np.ndarray, scores: np.ndarray) -> Path:
     """Write a head-set file; `selection` says how it was chosen ('flat top-k', 'top-k per layer')."""
-    heads = to_list(mask, scores)
-    record = {
-        "model": model,
-        "setting": setting,
-        "selection": selection,
-        "k": len(heads),
-        "n_layers": int(mask.shape[0]),
-        "n_heads": int(mask.shape[1]),
-        "heads": heads,
-        "scores": [round(float(scores[l, h]), 6) for l, h in heads],
-    }
+    record = from_mask(mask, model, setting, selection, scores)
     return atomic_write(Path(path), json.dumps(record, indent=1))
 
 
