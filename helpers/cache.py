@@ -1,20 +1,19 @@
 """Results on disk, keyed by a hash of the parameters and of the code that computes them.
 
 Entries are `.npz` files of named arrays plus a JSON header, loaded with `allow_pickle=False` (nothing
-on disk can execute code), written atomically (temp file + rename) so a killed run never leaves a
-half-written entry under a valid name. A truncated or corrupt entry is detected on load, removed and
-recomputed. `cached_chunks` splits a long per-item computation into chunks, so a rerun after a crash
-recomputes only the missing ones; a progress bar counts the chunks already on disk as done. Missing
-chunks are computed by several processes at once (helpers/workers.py: forked workers, shards).
+on disk can execute code), written atomically (`helpers.files.atomic_write`: temp file + rename) so a
+killed run never leaves a half-written entry under a valid name. A truncated or corrupt entry is
+detected on load, removed and recomputed. `cached_chunks` splits a long per-item computation into
+chunks, so a rerun after a crash recomputes only the missing ones; a progress bar counts the chunks
+already on disk as done. Missing chunks are computed by several processes at once (helpers/workers.py:
+forked workers, shards).
 """
 
 import ast
 import functools
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from helpers import workers
+from helpers.files import atomic_write
 
 _HEADER = "__header__"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -150,16 +150,12 @@ class ResultCache:
         path = self.path(name, params)
         path.parent.mkdir(parents=True, exist_ok=True)
         header = json.dumps({"name": name, "params": _canonical(params)})
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
+
+        def write(tmp: Path) -> None:
+            with tmp.open("wb") as handle:  # a handle: np.savez would append .npz to a path
                 np.savez(handle, **{_HEADER: np.array(header)}, **arrays)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+
+        atomic_write(path, write)
         return path
 
     def get_or_compute(self, name: str, params: dict, compute: Callable[[], dict]) -> dict[str, np.ndarray]:

@@ -6,50 +6,52 @@ Random controls:
 - layer- and attention-matched: as layer-matched, but each head of S is replaced by one of the `pool`
   heads of its layer whose attention mass (e.g. to the image) is nearest to its own, so neither depth
   nor how much the heads look at the image can explain a difference;
-- any-layer: k heads drawn uniformly from all heads, ignoring layers; one pool of such sets can serve
-  every discovered set of size k.
+- any-layer: k heads drawn uniformly from all heads, ignoring layers (each setting its own draws).
 
 Generic-damage sets (Table 12): the k heads with the most attention to a sink or to the text
 (`top_k` of a mass map), whole layers, and large random sets.
 
-Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed (an int or a
-sequence of ints, e.g. (seed, setting index)).
+Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed: a named stream
+of helpers/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
+of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
 """
-
-from collections.abc import Sequence
 
 import numpy as np
 
+from helpers import sizes
 
-def _check_room(head_set: np.ndarray) -> np.ndarray:
-    """S's head count per layer [L], after checking every layer has as many heads outside S."""
+Seed = int | np.random.SeedSequence
+
+
+def _check_room(head_set: np.ndarray, avoid: np.ndarray) -> np.ndarray:
+    """S's head count per layer [L], after checking every layer has as many heads outside `avoid`."""
     counts = head_set.sum(1)  # [L]
-    free = (~head_set).sum(1)  # [L]
+    free = (~avoid).sum(1)  # [L]
     short = np.nonzero(counts > free)[0].tolist()
     if short:
         raise ValueError(
             f"layer(s) {short} hold more of S's heads ({counts[short].tolist()}) than heads outside S "
-            f"({free[short].tolist()}): no layer-matched set can avoid S there; use a smaller k"
+            f"and the excluded heads ({free[short].tolist()}): no layer-matched set fits there; use a smaller k"
         )
     return counts
 
 
-def layer_matched_sets(head_set: np.ndarray, n: int, seed: int | Sequence[int]) -> np.ndarray:
-    """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S."""
+def layer_matched_sets(head_set: np.ndarray, n: int, seed: Seed, exclude: np.ndarray | None = None) -> np.ndarray:
+    """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S
+    (and outside `exclude` [L, H] when given)."""
     head_set = np.asarray(head_set, dtype=bool)
-    counts = _check_room(head_set)
+    avoid = head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
+    counts = _check_room(head_set, avoid)
     rng = np.random.default_rng(seed)
     sets = np.zeros((n, *head_set.shape), dtype=bool)
     for draw in range(n):
         for layer in np.nonzero(counts)[0]:
-            outside = np.nonzero(~head_set[layer])[0]
+            outside = np.nonzero(~avoid[layer])[0]
             sets[draw, layer, rng.choice(outside, counts[layer], replace=False)] = True
     return sets
 
 
-def attention_matched_sets(
-    head_set: np.ndarray, mass: np.ndarray, n: int, seed: int | Sequence[int], pool: int = 3
-) -> np.ndarray:
+def attention_matched_sets(head_set: np.ndarray, mass: np.ndarray, n: int, seed: Seed, pool: int = 3) -> np.ndarray:
     """[n, L, H]: n layer- and attention-matched random sets.
 
     mass: [L, H] a per-head attention statistic. In each draw and layer, S's heads are taken in random
@@ -60,7 +62,7 @@ def attention_matched_sets(
         raise ValueError(f"mass has shape {mass.shape}; the head-set has {head_set.shape}")
     if pool < 1:
         raise ValueError(f"pool={pool} must be >= 1")
-    counts = _check_room(head_set)
+    counts = _check_room(head_set, head_set)
     rng = np.random.default_rng(seed)
     sets = np.zeros((n, *head_set.shape), dtype=bool)
     for draw in range(n):
@@ -74,7 +76,7 @@ def attention_matched_sets(
     return sets
 
 
-def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: int | Sequence[int]) -> np.ndarray:
+def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: Seed) -> np.ndarray:
     """[n, L, H]: n random sets of k heads each, drawn uniformly from all L x H heads."""
     n_heads = shape[0] * shape[1]
     if not 1 <= k <= n_heads:
@@ -86,13 +88,10 @@ def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: int | Sequence[
     return sets.reshape(n, *shape)
 
 
-def layer_matched_controls(discovered: dict[str, np.ndarray], n: int, seed: int) -> dict[str, np.ndarray]:
-    """name -> [n, L, H]: the layer-matched random sets of every discovered set, drawn with seed
-    (seed, position of the set in `discovered`), so every notebook draws the same controls."""
-    return {
-        name: layer_matched_sets(head_set, n, (seed, index))
-        for index, (name, head_set) in enumerate(discovered.items())
-    }
+def layer_matched_controls(head_set: np.ndarray, setting: str, n: int, seed: int) -> np.ndarray:
+    """[n, L, H]: the layer-matched random sets of a setting's discovered set, from the stream
+    "layer-matched/<setting>", so every notebook and table draws the same controls (the first n)."""
+    return layer_matched_sets(head_set, n, sizes.stream(seed, "layer-matched/{setting}", setting=setting))
 
 
 def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:

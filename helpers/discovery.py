@@ -25,7 +25,7 @@ from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import greedy_answers
 from helpers.items import items_of
-from helpers.stimuli import Item
+from helpers.stimuli import Item, corpus_identity, load_corpus
 
 ROW_AGGREGATES = ("mean", "max")
 KEY_AGGREGATES = ("raw", "share")
@@ -100,9 +100,10 @@ def discover(
     lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
 ) -> dict[str, np.ndarray]:
     """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
+    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "query": query,
         "seed": seed,
         "batch_size": batch_size,

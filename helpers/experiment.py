@@ -2,7 +2,7 @@
 
     P = params.gather(globals(), "04_ncs")
     exp = Experiment(P)
-    run = exp.mask(exp.with_controls("co-ref-qsp"))          # S and its layer-matched random sets
+    run = exp.mask(exp.with_controls("co-ref-qsp", 20))      # S and its first 20 layer-matched random sets
     values = ncs(run)                                         # [N, 1 + R]
 
 Reads: the run's head-sets (``<data_dir>/headsets/<setting>.json``, written by 01_discovery).
@@ -29,7 +29,6 @@ class Experiment:
         self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
         self.discovered = self.head_sets()  # setting -> [L, H]
         self.k = int(next(iter(self.discovered.values())).sum())
-        self.layer_matched = layer_matched_controls(self.discovered, params.n_random, params.seed)  # -> [R, L, H]
         self.cache = ResultCache(params.cache_dir)
 
     def head_sets(self, suffix: str = "") -> dict[str, np.ndarray]:
@@ -38,9 +37,13 @@ class Experiment:
             self.params.data_dir / "headsets", SETTINGS, self.params.model, self.n_layers, self.n_heads, suffix
         )
 
-    def with_controls(self, setting: str) -> np.ndarray:
-        """[1 + R, L, H]: setting's S, then its layer-matched random sets."""
-        return with_controls(self.discovered[setting], self.layer_matched[setting])
+    def controls(self, setting: str, n: int) -> np.ndarray:
+        """[n, L, H]: the first n layer-matched random sets of setting's S (the same in every notebook)."""
+        return layer_matched_controls(self.discovered[setting], setting, n, self.params.seed)
+
+    def with_controls(self, setting: str, n: int) -> np.ndarray:
+        """[1 + n, L, H]: setting's S, then its first n layer-matched random sets."""
+        return with_controls(self.discovered[setting], self.controls(setting, n))
 
     def steer(self, sets: np.ndarray, beta: float | None = None, rows: str | None = None) -> dict[str, np.ndarray]:
         """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: the notebook's beta and rows)."""
@@ -84,5 +87,5 @@ class Experiment:
         p = self.params
         return (
             f"{p.model}: {self.n_layers} x {self.n_heads} heads, top-{self.k} head-sets, {p.n_items} items of "
-            f"corpus {p.eval_corpus!r}, {p.n_random} layer-matched random sets, rows {p.rows!r}"
+            f"corpus {p.eval_corpus!r}, profile {p.profile!r}, rows {p.rows!r}"
         )

@@ -18,7 +18,7 @@ from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
 from helpers.engine.loading import model_fingerprint
 from helpers.items import items_of
-from helpers.stimuli import Item
+from helpers.stimuli import Item, corpus_identity, load_corpus
 
 GROUPS = ("image", "text", "first")
 
@@ -52,9 +52,10 @@ def mass_run(
 ) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
+    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "kind": kind,
         "seed": seed,
         "rows": rows,

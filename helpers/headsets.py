@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from helpers.files import atomic_write
+
 
 def to_list(mask: np.ndarray, scores: np.ndarray) -> list[list[int]]:
     """Heads of a bool mask [L, H], best score first -> [[layer, head], ...]."""
@@ -41,20 +43,62 @@ def save(path: Path, *, model: str, setting: str, selection: str, mask: np.ndarr
         "heads": heads,
         "scores": [round(float(scores[l, h]), 6) for l, h in heads],
     }
+    return atomic_write(Path(path), json.dumps(record, indent=1))
+
+
+def load(path: Path, shape: tuple[int, int] | None = None) -> dict:
+    """A head-set file as a dict, with its bool `mask` [L, H] added. Every entry is checked (and, given
+    `shape` = (layers, heads) of the model in use, the file's shape too); a bad one raises naming the
+    file, the entry and the fix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1))
-    return path
-
-
-def load(path: Path) -> dict:
-    """A head-set file as a dict, with its bool `mask` [L, H] added."""
-    record = json.loads(Path(path).read_text())
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} is not a readable head-set JSON file ({error}); rerun 01_discovery") from error
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} is not a head-set file: it holds a {type(record).__name__}, not an object")
     missing = {"model", "setting", "heads", "n_layers", "n_heads"} - set(record)
     if missing:
         raise ValueError(f"{path} is not a head-set file: it lacks {sorted(missing)}")
-    record["mask"] = to_mask(record["heads"], record["n_layers"], record["n_heads"])
+    n_layers, n_heads = record["n_layers"], record["n_heads"]
+    if not (_is_index(n_layers) and _is_index(n_heads) and n_layers > 0 and n_heads > 0):
+        raise ValueError(f"{path}: n_layers={n_layers!r}, n_heads={n_heads!r} must be positive integers")
+    if shape is not None and (n_layers, n_heads) != tuple(shape):
+        raise ValueError(
+            f"{path} is for a model of {n_layers} layers x {n_heads} heads, the model in use has "
+            f"{shape[0]} x {shape[1]}: rerun 01_discovery for this model"
+        )
+    heads = _checked_heads(path, record["heads"], n_layers, n_heads)
+    if "k" in record and record["k"] != len(heads):
+        raise ValueError(f"{path}: 'k' is {record['k']!r} but 'heads' lists {len(heads)} heads; make them agree")
+    record["mask"] = to_mask(heads, n_layers, n_heads)
     return record
+
+
+def _is_index(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checked_heads(path: Path, heads, n_layers: int, n_heads: int) -> list[list[int]]:
+    """The file's `heads` as [[layer, head], ...]: each a pair of integers in range, none repeated, not empty."""
+    if not isinstance(heads, list) or not heads:
+        raise ValueError(f"{path}: 'heads' must be a non-empty list of [layer, head] pairs, got {heads!r}")
+    seen = set()
+    for i, entry in enumerate(heads):
+        if not (isinstance(entry, list) and len(entry) == 2 and all(map(_is_index, entry))):
+            raise ValueError(
+                f"{path}: heads[{i}] = {entry!r} is not a [layer, head] pair of integers (booleans and "
+                "floats are refused); write it as e.g. [3, 7]"
+            )
+        layer, head = entry
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(
+                f"{path}: heads[{i}] = {entry!r} is out of range: layers 0..{n_layers - 1}, heads 0..{n_heads - 1}"
+            )
+        if (layer, head) in seen:
+            raise ValueError(f"{path}: heads[{i}] = {entry!r} is listed twice; remove the duplicate")
+        seen.add((layer, head))
+    return heads
 
 
 def load_settings(
@@ -83,10 +127,7 @@ def load_settings(
 
 def save_scores(long: pd.DataFrame, path: Path) -> Path:
     """Write 01_discovery's long score table (setting, layer, head, score), the input of load_score_maps."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    long.to_csv(path, index=False, float_format="%.6f")
-    return path
+    return atomic_write(Path(path), long.to_csv(index=False, float_format="%.6f"))
 
 
 def load_score_maps(path: Path, settings, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ from helpers.cache import ResultCache, code_version
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import model_fingerprint
 from helpers.engine.mcq import letter_probs
-from helpers.stimuli import Item, build_items, load_corpus
+from helpers.stimuli import Item, build_items, corpus_identity, load_corpus
 
 BATCH_MEMORY = 2**30  # bytes of tensors the batch memo may hold (the toy's 400 batches take ~10 MiB)
 
@@ -54,7 +54,7 @@ def clean_run(lm, kind: str, corpus: str, n_items: int, seed: int, cache: Result
     """[N, 4] clean_probs of the first `n_items` items of `kind`, cached per chunk (keyed without head-sets)."""
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(load_corpus(corpus)),
         "kind": kind,
         "seed": seed,
         "dtype": str(lm.model.dtype),

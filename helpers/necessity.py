@@ -24,7 +24,7 @@ from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
 from helpers.items import clean_probs, clean_run, item_batch, items_of
 from helpers.steering import head_sets_key
-from helpers.stimuli import Item
+from helpers.stimuli import Item, corpus_identity, load_corpus
 
 ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")
@@ -84,9 +84,10 @@ def necessity_run(
     bad = [arm for arm in arms if arm not in ALL_ARMS]
     if bad or not arms:
         raise ValueError(f"arms {list(arms)} must be a non-empty selection of {ALL_ARMS}")
+    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "rows": rows,

@@ -7,15 +7,18 @@ allowed.
 """
 
 import ast
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import jupytext
 
-from helpers import paths, runs
+from helpers import paths, runs, sizes
 from helpers.design import CORPORA, SETTINGS
 from helpers.engine.interventions import ROW_GROUPS
+from helpers.engine.loading import model_folder, model_heads, resolve_device, resolve_dtype
+from helpers.stimuli import ImageFolderCorpus
 
 DEVICES = ("cpu", "cuda", "mps", "auto")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -30,7 +33,14 @@ SIZE_MINIMUM = {
     "n_boot": 10,
 }
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50}
+SMOKE = {
+    "n_items": 8,
+    "n_strips": 8,
+    "n_random": 3,
+    "n_random_large": sizes.SMOKE_RANDOM,
+    "n_splits": 5,
+    "n_boot": 50,
+}
 
 
 class ParameterError(ValueError):
@@ -44,15 +54,22 @@ def _fail(name, value, allowed):
 def _check_model(value):
     if not isinstance(value, str) or not value:
         _fail("model", value, "use 'toy', a local save_pretrained folder or a hub id like 'Qwen/Qwen3-VL-8B-Instruct'")
-    if value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value):
-        return value
-    _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+    if not (value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value)):
+        _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+    try:
+        model_folder(str(Path(value).expanduser()) if Path(value).expanduser().is_dir() else value)
+    except FileNotFoundError as error:  # the toy not built, or a hub id not cached while offline
+        _fail("model", value, str(error))
+    return value
 
 
 def _check_device(value):
-    if isinstance(value, str) and (value in DEVICES or re.fullmatch(r"cuda:\d+", value)):
-        return value
-    _fail("device", value, f"allowed: {', '.join(DEVICES)} or 'cuda:N'")
+    if not (isinstance(value, str) and (value in DEVICES or re.fullmatch(r"cuda:\d+", value))):
+        _fail("device", value, f"allowed: {', '.join(DEVICES)} or 'cuda:N'")
+    try:
+        return resolve_device(value)  # "auto" -> the device this machine has
+    except ValueError as error:
+        _fail("device", value, str(error))
 
 
 def _check_dtype(value):
@@ -123,9 +140,15 @@ def _check_dir(name):
     def check(value):
         if value is None:
             return None
-        if isinstance(value, (str, Path)) and str(value):
-            return Path(value).expanduser().resolve()
-        _fail(name, value, "use a folder path, or None for the run's own folder")
+        if not (isinstance(value, (str, Path)) and str(value)):
+            _fail(name, value, "use a folder path, or None for the run's own folder")
+        folder = Path(value).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            _fail(name, value, f"{folder} is an existing file, not a folder; use a folder path")
+        existing = next(p for p in (folder, *folder.parents) if p.exists())  # what will hold the new folders
+        if not os.access(existing, os.W_OK | os.X_OK):
+            _fail(name, value, f"{existing} is not writable by this user; use a folder you can write to")
+        return folder
 
     return check
 
@@ -157,9 +180,21 @@ def _check_betas(value):
 
 def _check_corpus(name):
     def check(value):
-        if value in CORPORA or (isinstance(value, str) and Path(value).expanduser().is_dir()):
+        if value in CORPORA:
             return value
-        _fail(name, value, f"allowed: {', '.join(map(repr, CORPORA))} or an existing image folder")
+        source = Path(value).expanduser() if isinstance(value, str) and value else None
+        if source is None or not (source.is_dir() or (source.is_file() and source.suffix.lower() == ".csv")):
+            _fail(
+                name,
+                value,
+                f"allowed: {', '.join(map(repr, CORPORA))}, an image folder (class sub-folders) or a CSV of "
+                "path,label rows",
+            )
+        try:
+            ImageFolderCorpus(source).check_readable()
+        except ValueError as error:
+            _fail(name, value, str(error))
+        return value
 
     return check
 
@@ -180,6 +215,7 @@ CHECKS = {
     "rows": _check_choice("rows", ROW_GROUPS),
     "eval_corpus": _check_corpus("eval_corpus"),
     "seed": _check_seed,
+    "profile": _check_choice("profile", sizes.PROFILES),
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
     "out_dir": _check_dir("out_dir"),
@@ -190,14 +226,40 @@ CHECKS = {
 
 
 def validate(params: dict) -> SimpleNamespace:
-    """Check every parameter, shrink sizes to SMOKE when `smoke` is true, return them as attributes."""
+    """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
+    sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes."""
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
     checked = {name: CHECKS[name](value) for name, value in params.items()}
+    if checked.get("profile") == "paper":
+        checked.update({n: v for n, v in sizes.PAPER_SIZES.items() if n in checked})
+    if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere
+        checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
+    _check_sizes_against_model(checked)
     if checked.get("smoke"):
         checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
     return SimpleNamespace(**checked)
+
+
+def _check_sizes_against_model(checked: dict) -> None:
+    """Head counts k, k_crossover and ks must fit the model's heads (from its config.json, no weights)."""
+    sizes = {name: checked[name] for name in ("k", "k_crossover") if checked.get(name) is not None}
+    sizes.update({f"ks[{i}]": k for i, k in enumerate(checked.get("ks") or [])})
+    if not any(isinstance(k, int) for k in sizes.values()):
+        return
+    shape = model_heads(checked.get("model", "toy"))
+    if shape is None:  # a hub id still to be downloaded: checked when it loads
+        return
+    total = shape[0] * shape[1]
+    for name, k in sizes.items():
+        if isinstance(k, int) and k > total:
+            _fail(
+                name,
+                k,
+                f"model {checked.get('model', 'toy')!r} has {total} heads ({shape[0]} layers x {shape[1]}); "
+                f"use an int from 1 to {total} or a float share 0 < k < 1",
+            )
 
 
 def declared_parameters(notebook: str) -> dict:
@@ -205,6 +267,10 @@ def declared_parameters(notebook: str) -> dict:
     source = paths.NOTEBOOKS / f"{notebook}.py"
     if not source.exists():
         raise ParameterError(f"no notebook {source.name} in {paths.NOTEBOOKS}")
+    return _declared_in(source)
+
+
+def _declared_in(source: Path) -> dict:
     cells = [c for c in jupytext.read(source).cells if "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
         raise ParameterError(f"{source.name} has {len(cells)} cells tagged 'parameters', expected one")
@@ -212,6 +278,15 @@ def declared_parameters(notebook: str) -> dict:
     for statement in ast.parse(cells[0].source).body:
         declared[statement.targets[0].id] = ast.literal_eval(statement.value)
     return declared
+
+
+def check_run(source: Path, given: dict) -> SimpleNamespace:
+    """Validate the parameters a run would pass to the notebook `source` (its defaults, then the names of
+    `given` it declares) before it starts: the runner checks every selected notebook before executing any.
+    Names no check knows are left to the notebook."""
+    declared = _declared_in(Path(source))
+    values = {**declared, **{name: value for name, value in given.items() if name in declared}}
+    return validate({name: value for name, value in values.items() if name in CHECKS})
 
 
 def gather(namespace: dict, notebook: str) -> SimpleNamespace:

@@ -18,5 +18,6 @@ REFERENCE = PAPER_FIGURES / "reference"  # the paper's published numbers, as ref
 RUNS = ROOT / "runs"  # one folder per other run: another model, changed parameters, a subset (git-ignored)
 BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screenshots (git-ignored)
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
+FINGERPRINTS = ROOT / ".cache" / "fingerprints.json"  # content hashes of model and corpus files (helpers.files)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
 BENCH_OUT = BUILD / "bench"

@@ -38,6 +38,7 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
 from helpers import paths, runs, workers
+from helpers.params import ParameterError, check_run
 from helpers.steps import STEPS, producer
 
 
@@ -74,17 +75,21 @@ def to_ipynb(source: Path, target: Path) -> Path:
     return target
 
 
-def check_inputs(source: Path, data_dir: Path, earlier: list[str]) -> None:
-    """Stop before `source` starts when a data file it reads is neither on disk nor made earlier in this run."""
+def check_inputs(source: Path, folders: runs.RunFolders, earlier: list[str]) -> None:
+    """Stop before `source` starts when a file it reads (data_reads in the data folder, out_reads in the run
+    folder) is neither on disk nor made earlier in this run."""
     step = STEPS.get(source.stem)
     if step is None:
         return
-    made = {f for name in earlier for f in STEPS.get(name, STEPS["00_design"]).data_writes}
-    missing = [f for f in step.data_reads if f not in made and not (data_dir / f).exists()]
+    earlier_steps = [STEPS[name] for name in earlier if name in STEPS]
+    made_data = {f for s in earlier_steps for f in s.data_writes}
+    made_out = {f for s in earlier_steps for f in s.output_files()}
+    missing = [(f, folders.data) for f in step.data_reads if f not in made_data and not (folders.data / f).exists()]
+    missing += [(f, folders.out) for f in step.out_reads if f not in made_out and not (folders.out / f).exists()]
     if missing:
-        first = producer(missing[0])
+        (name, folder), first = missing[0], producer(missing[0][0])
         raise SystemExit(
-            f"{source.stem} reads {len(missing)} data file(s) that {data_dir} does not hold, e.g. {missing[0]}: "
+            f"{source.stem} reads {len(missing)} file(s) that {folder} does not hold, e.g. {name}: "
             f"run {first} first with the same parameters (python -m helpers.run {first[:2]} ...), "
             "or run both in one call"
         )
@@ -120,6 +125,11 @@ def run(
 ) -> dict:
     """Execute `sources` in order. `overrides` (the user's -p) must each be declared by some selected
     notebook; they and `defaults` go to the notebooks that declare them. Returns the timings (s) per notebook."""
+    for src in sources:  # every parameter checked before any notebook (or model) starts
+        try:
+            check_run(src, {**(defaults or {}), **overrides})
+        except ParameterError as error:
+            raise SystemExit(f"{src.stem}: {error}") from None
     inputs = {src: to_ipynb(src, build_dir / "source" / f"{src.stem}.ipynb") for src in sources}
     declared = {src: papermill.inspect_notebook(str(nb)) for src, nb in inputs.items()}
     unused = [name for name in overrides if not any(name in params for params in declared.values())]
@@ -135,7 +145,7 @@ def run(
     timings = {}
     for i, (src, nb) in enumerate(inputs.items(), 1):
         if folders is not None:
-            check_inputs(src, folders.data, [s.stem for s in list(inputs)[: i - 1]])
+            check_inputs(src, folders, [s.stem for s in list(inputs)[: i - 1]])
         params = {k: v for k, v in given.items() if k in declared[src]}
         executed = work_dir / f"{src.stem}.ipynb"
         print(f"[{i}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)

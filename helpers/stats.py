@@ -1,9 +1,11 @@
 """The statistics the paper reports, each a small function checked against known values in the tests.
 
 - rank p of a discovered head-set among R random ones: (1 + #{random >= S}) / (R + 1); its floor is
-  1 / (R + 1) (.048, .010, .004 at R = 20, 100, 250);
+  1 / (R + 1) (.048, .010, .004 at R = 20, 100, 250). A random set counts as >= S when it is within
+  TIE_TOLERANCE below it, and `against_random` reduces S and the random sets with one shared mean, so a
+  random set equal to S is a tie whatever the float summation order;
 - Holm's step-down adjustment across the 12 settings;
-- z = (S - mean_R) / sd_R (sample sd);
+- z = (S - mean_R) / sd_R (sample sd), capped at |z| <= Z_CAP (and flagged) where sd_R is about 0;
 - 95% t-intervals of a mean over items, percentile bootstrap intervals (paired, over items);
 - a paired t-test between two settings' per-item values; a paired one-sided test of S above the mean
   of its random sets, item by item;
@@ -13,16 +15,19 @@
 import numpy as np
 from scipy import stats as scipy_stats
 
+TIE_TOLERANCE = 1e-12  # a random value at most this far below S ties with S in the rank p
+Z_CAP = 1e3  # |z| beyond this says only "the random sets barely vary"; it is capped and flagged
 
-def rank_p(discovered: float, random: np.ndarray) -> float:
-    """(1 + #{random >= discovered}) / (R + 1): the one-sided rank p of S among R random sets."""
+
+def rank_p(discovered: float, random: np.ndarray, tolerance: float = TIE_TOLERANCE) -> float:
+    """(1 + #{random >= discovered - tolerance}) / (R + 1): the one-sided rank p of S among R random sets."""
     random = np.asarray(random, dtype=float).ravel()
     if random.size == 0 or np.isnan(random).any() or np.isnan(discovered):
         raise ValueError(
             f"rank_p needs a finite discovered value and >= 1 finite random values "
             f"(got {discovered!r} and {random.size} values)"
         )
-    return float((1 + np.sum(random >= discovered)) / (random.size + 1))
+    return float((1 + np.sum(random >= discovered - tolerance)) / (random.size + 1))
 
 
 def holm(p_values) -> np.ndarray:
@@ -36,14 +41,16 @@ def holm(p_values) -> np.ndarray:
     return out
 
 
-def z_score(discovered: float, random: np.ndarray) -> float:
-    """(S - mean of the random values) / their sample sd (ddof 1); inf-signed when the sd is 0."""
+def z_score(discovered: float, random: np.ndarray, cap: float = Z_CAP) -> tuple[float, bool]:
+    """(z, capped): (S - mean of the random values) / their sample sd (ddof 1), clipped to [-cap, cap];
+    capped is True where the clip acted (the random sd is about 0 next to the gap; a zero gap gives 0)."""
     random = np.asarray(random, dtype=float).ravel()
     if random.size < 2:
         raise ValueError(f"z_score needs >= 2 random values, got {random.size}")
-    sd = random.std(ddof=1)
-    gap = discovered - random.mean()
-    return float(gap / sd) if sd > 0 else float(np.sign(gap) * np.inf)
+    sd, gap = random.std(ddof=1), discovered - random.mean()
+    if abs(gap) >= cap * sd:
+        return float(np.sign(gap) * cap), bool(gap != 0)
+    return float(gap / sd), False
 
 
 def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
@@ -110,30 +117,28 @@ def random_summary(random: np.ndarray) -> dict[str, float]:
     }
 
 
-def against_random(
-    discovered: np.ndarray, random: np.ndarray, interval: str = "t", n_boot: int = 2000, seed: int = 0
-) -> dict[str, float]:
+def against_random(discovered: np.ndarray, random: np.ndarray) -> dict:
     """One row of "S vs. its random sets" from per-item values.
 
     discovered: [N] per-item values of S; random: [N, R] per-item values of R random sets. S's mean gets a
-    95% t-interval over items (interval="t") or a percentile bootstrap over items ("bootstrap"); the
-    random sets as in `random_summary`; p is the rank p of S's mean among the R set means and z its
-    distance from them in their sd."""
+    95% t-interval over items (the paper's captions give t-intervals for these rows);
+    the random sets as in `random_summary`; p is the rank p of S's mean among the R set means and z its
+    distance from them in their sd (capped, see `z_score`). S's mean and the set means come from one
+    `mean(0)` over the [N, 1 + R] array, so equal sets give equal means."""
     discovered, random = np.asarray(discovered, dtype=float), np.asarray(random, dtype=float)
     if random.ndim != 2 or random.shape[0] != discovered.shape[0]:
         raise ValueError(f"random must be [N, R] with N = {discovered.shape[0]} items; got {random.shape}")
-    if interval == "t":
-        s, s_low, s_high = t_interval(discovered)
-    elif interval == "bootstrap":
-        s, s_low, s_high = bootstrap_interval(np.mean, (discovered,), n_boot, seed)
-    else:
-        raise ValueError(f"interval {interval!r} is not one of 't', 'bootstrap'")
-    set_means = random.mean(0)  # [R]
+    means = np.concatenate([discovered[:, None], random], axis=1).mean(0)  # [1 + R]
+    _, s_low, s_high = t_interval(discovered)
+    z, capped = z_score(means[0], means[1:]) if random.shape[1] > 1 else (float("nan"), False)
     return {
-        "S": s,
+        "S": float(means[0]),
         "S low": s_low,
         "S high": s_high,
         **random_summary(random),
-        "p": rank_p(s, set_means),
-        "z": z_score(s, set_means) if set_means.size > 1 else float("nan"),
+        "R": random.shape[1],
+        "interval": "t",
+        "p": rank_p(means[0], means[1:]),
+        "z": z,
+        "z capped": capped,
     }

@@ -22,7 +22,7 @@ from helpers.cache import ResultCache, code_version
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
 from helpers.items import clean_probs, clean_run, item_batch, items_of
-from helpers.stimuli import LETTERS, Item
+from helpers.stimuli import LETTERS, Item, corpus_identity, load_corpus
 
 
 def distractor_cells(items: list[Item], seed: int) -> np.ndarray:
@@ -93,9 +93,10 @@ def steering_run(
     sets_per_forward: int = 64,
 ) -> dict[str, np.ndarray]:
     """steer_items over `n_items` plain grids of `corpus`, cached per chunk of items; p_clean from clean_run."""
+    corpus_obj = load_corpus(corpus)
     params = {
         "model": model_fingerprint(lm),
-        "corpus": corpus,
+        "corpus": corpus_identity(corpus_obj),
         "seed": seed,
         "head_sets": head_sets_key(head_sets),
         "beta": float(beta),

@@ -1,9 +1,11 @@
 """What each notebook reads and writes (showyourwork's step contracts).
 
-``writes``: outputs in the run's ``out_dir`` (figures as .png + .pdf, tables as .csv + .tex, each figure
-also shown inline in the notebook). ``data_writes`` / ``data_reads``: files in the run's ``data_dir``,
-the only channel between notebooks. The runner checks a notebook's ``data_reads`` before it starts
-(they must exist, or be written by an earlier notebook of the same run) and names the notebook to run first.
+``writes``: outputs in the run's ``out_dir`` (figures as .png + .pdf, tables as .csv + .tex, markdown as
+.md, each figure also shown inline in the notebook). ``data_writes`` / ``data_reads``: files in the run's
+``data_dir``, the channel between notebooks. ``out_reads``: tables of earlier notebooks in the run's
+``out_dir`` (05's claims table reads 02-05's results). The runner checks a notebook's ``data_reads`` and
+``out_reads`` before it starts (they must exist, or be written by an earlier notebook of the same run)
+and names the notebook to run first.
 """
 
 from collections.abc import Callable
@@ -11,7 +13,12 @@ from dataclasses import dataclass, field
 
 from helpers.design import SETTINGS
 
-SUFFIXES = {"figure": (".png", ".pdf"), "table": (".csv", ".tex"), "figure + table": (".png", ".pdf", ".csv", ".tex")}
+SUFFIXES = {
+    "figure": (".png", ".pdf"),
+    "table": (".csv", ".tex"),
+    "figure + table": (".png", ".pdf", ".csv", ".tex"),
+    "markdown": (".md",),
+}
 HEADSETS = tuple(f"headsets/{s}.json" for s in SETTINGS)
 HEADSETS_PER_LAYER = tuple(f"headsets/{s}_per_layer.json" for s in SETTINGS)
 SCORES = "discovery_scores.csv"
@@ -22,6 +29,7 @@ class Step:
     writes: dict[str, str]  # output name -> "figure", "table" or "figure + table"
     data_reads: tuple[str, ...] = ()
     data_writes: tuple[str, ...] = field(default=())
+    out_reads: tuple[str, ...] = ()
     forwards: Callable[[dict], int] = lambda p: 0  # item x head-set copies the notebook runs at parameters p
 
     def planned_forwards(self, params: dict) -> int:
@@ -125,13 +133,19 @@ STEPS = {
             "table14_ncs_vs_k": "figure + table",
             "table15_shared_heads": "table",
             "table17_mass_cers": "figure + table",
+            "claims": "table",
+            "RESULTS": "markdown",
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
+        out_reads=("table01_overlap_by_factor.csv", "table03_cers.csv", "table03_ncs.csv", "ncs_source_contrast.csv"),
         forwards=_controls,
     ),
 }
 
 
 def producer(data_file: str) -> str | None:
-    """The notebook that writes `data_file` into the data folder."""
-    return next((name for name, step in STEPS.items() if data_file in step.data_writes), None)
+    """The notebook that writes `data_file` into the data folder, or the output file into the run's folder."""
+    return next(
+        (name for name, step in STEPS.items() if data_file in step.data_writes or data_file in step.output_files()),
+        None,
+    )

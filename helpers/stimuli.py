@@ -23,12 +23,16 @@ Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are chara
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
+
+from helpers.files import file_hashes
 
 Box = tuple[int, int, int, int]
 
@@ -124,6 +128,7 @@ class ImageFolderCorpus:
                 f"(expected class sub-folders with {self.IMAGE_SUFFIXES} files, or path,label rows)"
             )
         self.name = name or source.stem
+        self.root = source if source.is_dir() else source.parent  # file names are relative to it
         self.paths_by_label = paths_by_label
         self.labels = tuple(sorted(paths_by_label))
 
@@ -131,13 +136,43 @@ class ImageFolderCorpus:
         """n distinct classes."""
         return [self.labels[i] for i in rng.choice(len(self.labels), size=n, replace=False)]
 
+    def check_readable(self) -> None:
+        """Open every file's header: an unreadable image fails now, naming it, not in the middle of a run."""
+        for label, paths in self.paths_by_label.items():
+            for path in paths:
+                try:
+                    with Image.open(path):
+                        pass
+                except (UnidentifiedImageError, OSError) as error:
+                    raise ValueError(
+                        f"image corpus {self.name!r}: {str(path)!r} (class {label!r}) is not a readable image "
+                        f"({error}); remove or replace it"
+                    ) from error
+
+    def identity(self) -> str:
+        """Content identity for cache keys: the name (it seeds the item draws) and a sha256 over every
+        (label, relative file name, size, content sha256); the folder's location does not count."""
+        entries = sorted((label, path) for label, paths in self.paths_by_label.items() for path in paths)
+        digest = hashlib.sha256()
+        for (label, path), content in zip(entries, file_hashes([path for _, path in entries])):
+            relative = os.path.relpath(path, self.root)
+            digest.update(f"{label}\t{relative}\t{path.stat().st_size}\t{content}\n".encode())
+        return f"{self.name}#{digest.hexdigest()[:16]}"
+
     def _scan_folders(self, root: Path) -> dict[str, list[Path]]:
-        paths_by_label = {}
+        paths_by_label, folder_of = {}, {}
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
             paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in self.IMAGE_SUFFIXES)
             if not paths:
                 raise ValueError(f"class folder {str(folder)!r} holds no images with suffix {self.IMAGE_SUFFIXES}")
-            paths_by_label[folder.name.replace("_", " ")] = paths
+            label = folder.name.replace("_", " ")
+            if label in folder_of:
+                raise ValueError(
+                    f"class folders {folder_of[label].name!r} and {folder.name!r} in {str(root)!r} both name "
+                    f"the class {label!r} ('_' reads as a space): rename one of them"
+                )
+            folder_of[label] = folder
+            paths_by_label[label] = paths
         return paths_by_label
 
     def _read_csv(self, csv_path: Path) -> dict[str, list[Path]]:
@@ -164,6 +199,11 @@ class ImageFolderCorpus:
         side = min(image.size)
         left, top = (image.width - side) // 2, (image.height - side) // 2
         return image.crop((left, top, left + side, top + side)).resize((size, size), Image.BILINEAR)
+
+
+def corpus_identity(corpus: SyntheticCorpus | ImageFolderCorpus) -> str:
+    """What a cache key records of a corpus: a synthetic corpus by its name, an image corpus by its content."""
+    return corpus.name if isinstance(corpus, SyntheticCorpus) else corpus.identity()
 
 
 def load_corpus(name_or_path: str | Path) -> SyntheticCorpus | ImageFolderCorpus:

@@ -98,7 +98,8 @@ report.figure(plot_example_stimuli(seed=P.seed), "example_stimuli", P.out_dir)
 # %% [markdown]
 # ## What each notebook reads and writes
 # Figures go out as PNG + PDF and tables as CSV + LaTeX into the run's `out_dir`; head-sets and score
-# tables, the only files one notebook passes to another, into its `data_dir`.
+# tables, the files one notebook passes to another, into its `data_dir`. Notebook 05's claims table
+# also reads the result tables of 02-04 from `out_dir`.
 
 # %%
 pd.DataFrame(
@@ -108,6 +109,7 @@ pd.DataFrame(
             "writes": ", ".join(step.writes),
             "reads (data)": ", ".join(sorted({f.split("/")[0] for f in step.data_reads})) or "-",
             "writes (data)": ", ".join(sorted({f.split("/")[0] for f in step.data_writes})) or "-",
+            "reads (results)": ", ".join(f.removesuffix(".csv") for f in step.out_reads) or "-",
         }
         for name, step in STEPS.items()
     ]

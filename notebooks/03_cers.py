@@ -35,6 +35,7 @@ betas = [1, 3, 10, 100, 1000, 10000]
 rows = "all"
 batch_size = 64
 seed = 0
+profile = "default"
 smoke = False
 out_dir = None
 data_dir = None
@@ -44,7 +45,7 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report
+from helpers import params, report, sizes
 from helpers.controls import any_layer_sets
 from helpers.design import SETTINGS
 from helpers.experiment import Experiment
@@ -54,18 +55,26 @@ from helpers.steering import cers, symmetric_cers
 
 P = params.gather(globals(), "03_cers")
 exp = Experiment(P)
-any_layer = any_layer_sets((exp.n_layers, exp.n_heads), exp.k, P.n_random, (P.seed, len(SETTINGS)))  # [R, L, H]
-print(exp.describe(), f"+ {P.n_random} any-layer random sets; β = {P.beta:g}")
+R = sizes.n_random(P, "table03_cers")
+print(f"{exp.describe()}; R = {R} layer-matched and {R} any-layer random sets per setting; β = {P.beta:g}")
 
 # %% [markdown]
 # ## Table 3 (CERS half): every setting against its layer-matched and any-layer random sets
-# S's mean CERS with a 95% t-interval over items; the random sets' mean with a t-interval over the
-# draws; p is the rank p of S among the individual layer-matched sets (floor 1/(R+1)).
+# S's mean CERS with a 95% t-interval over items (`interval` = "t"); the random sets' mean with a
+# t-interval over the draws; p is the rank p of S among the individual layer-matched sets (floor
+# 1/(R+1), R in its column). Every setting draws its own any-layer sets (stream
+# "table03/any-layer/<setting>"), as the paper's per-setting any-layer values do.
+
 
 # %%
-runs = {s: exp.steer(exp.with_controls(s)) for s in SETTINGS}
-any_run = exp.steer(any_layer)
-any_row = random_summary(cers(any_run))
+def any_layer(setting: str) -> np.ndarray:
+    """[R, L, H]: R sets of k heads from any layer, drawn for `setting` from its own stream."""
+    seed = sizes.stream(P.seed, "table03/any-layer/{setting}", setting=setting)
+    return any_layer_sets((exp.n_layers, exp.n_heads), exp.k, R, seed)
+
+
+runs = {s: exp.steer(exp.with_controls(s, R)) for s in SETTINGS}
+any_rows = {s: random_summary(cers(exp.steer(any_layer(s)))) for s in SETTINGS}
 table3 = pd.DataFrame(
     [
         {
@@ -73,14 +82,10 @@ table3 = pd.DataFrame(
             **against_random(cers(run)[:, 0], cers(run)[:, 1:]),
             "symmetric S": symmetric_cers(run)[:, 0].mean(),
             "symmetric random mean": symmetric_cers(run)[:, 1:].mean(),
+            **{f"any-layer {key[len('random ') :]}": value for key, value in any_rows[s].items()},
         }
         for s, run in runs.items()
     ]
-)
-table3["any-layer mean"], table3["any-layer low"], table3["any-layer high"] = (
-    any_row["random mean"],
-    any_row["random low"],
-    any_row["random high"],
 )
 clean = next(iter(runs.values()))
 print(
@@ -94,30 +99,29 @@ shown = report.table(
     "table03_cers",
     columns=["paper_S", "paper_random_mean", "paper_p", "paper_any_layer_mean"],
 )
-print("settings whose S beats every layer-matched set:", list(table3.setting[table3.p <= 1 / (P.n_random + 1)]))
+print("settings whose S beats every layer-matched set:", list(table3.setting[table3.p <= 1 / (R + 1)]))
 
 # %% [markdown]
 # ## Figure 3 (CERS panel): discovered sets against their random bands
 
 # %%
-any_table = pd.DataFrame(
-    {"random mean": [any_row["random mean"]] * len(table3), "random sd": [any_row["random sd"]] * len(table3)}
-)
+any_table = pd.DataFrame({"random mean": table3["any-layer mean"], "random sd": table3["any-layer sd"]})
 fig = plot_against_random(table3, f"CERS (β = {P.beta:g})", any_layer=any_table)
 report.figure(fig, "fig03_cers", P.out_dir)
 
 # %% [markdown]
 # ## Table 18: CERS against the steering strength β
 # Four settings (referring + query span and ordinal + last token, both corpora); S and the mean
-# [min, max] of its first 5 layer-matched random sets. β is an additive logit bias: small values
-# nudge, large ones make the steered cell take nearly all of the steered heads' attention.
+# [min, max] of its first 5 layer-matched random sets (R in its column; fewer in a smoke run). β is an
+# additive logit bias: small values nudge, large ones make the steered cell take nearly all of the
+# steered heads' attention.
 
 # %%
 sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
-n_sweep = min(5, P.n_random)
+n_sweep = min(5, R)
 sweep = []
 for s in sweep_settings:
-    sets = exp.with_controls(s)
+    sets = exp.with_controls(s, R)
     for b in P.betas:  # at the notebook's beta, Table 3's run of S + R (read from the cache) serves
         run = exp.steer(sets) if b == P.beta else exp.steer(sets[: 1 + n_sweep], beta=b)
         values = cers(run).mean(0)[: 1 + n_sweep]  # [1 + n_sweep]
@@ -125,6 +129,7 @@ for s in sweep_settings:
             {
                 "setting": s,
                 "beta": b,
+                "R": n_sweep,
                 "S": values[0],
                 "random mean": values[1:].mean(),
                 "random min": values[1:].min(),

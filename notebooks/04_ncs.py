@@ -34,6 +34,7 @@ n_boot = 2000
 rows = "all"
 batch_size = 64
 seed = 0
+profile = "default"
 smoke = False
 out_dir = None
 data_dir = None
@@ -43,32 +44,37 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report
+from helpers import params, report, sizes
 from helpers.design import SETTINGS, parse_setting
 from helpers.experiment import Experiment
 from helpers.figures.causal import plot_against_random
 from helpers.necessity import drop, ncs
-from helpers.stats import against_random, holm, paired_t
+from helpers.stats import against_random, bootstrap_interval, holm, paired_t
 from helpers.steering import ncs_grid
 
 P = params.gather(globals(), "04_ncs")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 05
 print(exp.describe(), "(the image hidden from the set)")
 
+
+def against_controls(values: np.ndarray) -> dict:
+    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R]."""
+    return against_random(values[:, 0], values[:, 1:])
+
+
 # %% [markdown]
 # ## Table 3 (NCS half) and Table 11 (its two arms)
-# S's NCS with a paired percentile bootstrap over item pairs; the random sets' mean with a t-interval
-# over the draws; p = rank p among the layer-matched sets, Holm-adjusted across the 12 settings;
-# z = distance from the random sets' mean in their SD.
+# S's NCS with a 95% t-interval over items (`interval` = "t", as the paper's caption); the random sets'
+# mean with a t-interval over the draws; p = rank p among the layer-matched sets, with the R of each
+# row in its column: under `profile="paper"` the two referring + query-span rows take R = 250 (the
+# paper's starred rows), so their p can reach 1/251 and Holm across the 12 settings can reach
+# 12/251 = .048; with R = 20 everywhere Holm's smallest value is 12/21 = .571. z = distance from the
+# random sets' mean in their SD, capped at |z| = 1000 where that SD is about 0 (`z capped`).
 
 # %%
-runs = {s: exp.mask(exp.with_controls(s)) for s in SETTINGS}
-table3 = pd.DataFrame(
-    [
-        {"setting": s, **against_random(ncs(run)[:, 0], ncs(run)[:, 1:], "bootstrap", P.n_boot, P.seed)}
-        for s, run in runs.items()
-    ]
-)
+R = {s: sizes.n_random(P, "table03_ncs", s) for s in SETTINGS}
+runs = {s: exp.mask(exp.with_controls(s, R[s])) for s in SETTINGS}
+table3 = pd.DataFrame([{"setting": s, **against_controls(ncs(run))} for s, run in runs.items()])
 table3.insert(table3.columns.get_loc("p") + 1, "p Holm", holm(table3["p"]))
 shown = report.table(
     table3,
@@ -78,6 +84,11 @@ shown = report.table(
     columns=["paper_NCS", "paper_random_mean", "paper_p", "paper_source"],
 )
 
+# %% [markdown]
+# Table 11: each arm's clean and masked P(correct) and its drop for S; S's NCS with a paired 95%
+# percentile bootstrap over items (`n_boot` resamples), the interval the paper's caption gives here.
+
+# %%
 arms = []
 for s, run in runs.items():
     row = {"setting": s}
@@ -86,7 +97,11 @@ for s, run in runs.items():
         row[f"P clean {arm}"] = np.take_along_axis(run[f"{arm}_p_clean"], correct[:, None], 1).mean()
         row[f"P masked {arm}"] = np.take_along_axis(run[f"{arm}_p_masked"][:, 0], correct[:, None], 1).mean()
         row[f"{arm} drop"] = drop(run, arm)[:, 0].mean()
-    row["NCS"] = row["matched drop"] - row["mismatched drop"]
+    matched, mismatched = drop(run, "matched")[:, 0], drop(run, "mismatched")[:, 0]
+    row["NCS"], row["NCS low"], row["NCS high"] = bootstrap_interval(
+        lambda m, mm: (m - mm).mean(), (matched, mismatched), P.n_boot, P.seed
+    )
+    row.update({"interval": "percentile bootstrap", "n_boot": P.n_boot})
     arms.append(row)
 table11 = report.table(pd.DataFrame(arms), "table11_ncs_arms", P.out_dir, "table11_ncs_arms")
 
@@ -122,16 +137,17 @@ contrast = report.table(contrast, "ncs_source_contrast", P.out_dir, float_format
 # %% [markdown]
 # ## Table 5: at which query rows does necessity act?
 # The COCO-like settings' S masked from the image at every row, only at the prompt's question and
-# option rows, or only at the last row, each against its layer-matched random sets.
+# option rows, or only at the last row, each against its layer-matched random sets (R in its column);
+# 95% t-intervals over items, the interval of Table 3 whose all-rows values these repeat.
 
 # %%
 row_settings = ["co-ref-qsp", "co-ord-qsp", "co-ref-last", "co-ord-last"]
+R5 = sizes.n_random(P, "table05")
 table5 = []
 for s in row_settings:
-    row = {"setting": s}
+    row = {"setting": s, "R": R5, "interval": "t"}
     for group in ("all", "prompt", "last"):
-        values = ncs(exp.mask(exp.with_controls(s), rows=group))
-        result = against_random(values[:, 0], values[:, 1:], "bootstrap", P.n_boot, P.seed)
+        result = against_controls(ncs(exp.mask(exp.with_controls(s, R5), rows=group)))
         row.update(
             {
                 f"{group}": result["S"],
@@ -146,14 +162,14 @@ table5 = report.table(pd.DataFrame(table5), "table05_ncs_rows", P.out_dir, "tabl
 # %% [markdown]
 # ## Table 6: necessity as a region contrast on the grid
 # NCS_grid = P(c | a distractor's cell hidden from S) − P(c | the target cell hidden from S): generic
-# damage cancels within each item. Against the same layer-matched random sets.
+# damage cancels within each item. Against the same layer-matched random sets: R = 100 under
+# `profile="paper"` (the paper's floor .010), S with a 95% t-interval over items.
 
 # %%
-table6 = []
-for s in SETTINGS:
-    values = ncs_grid(exp.hide_cells(exp.with_controls(s)))
-    table6.append({"setting": s, **against_random(values[:, 0], values[:, 1:])})
-table6 = pd.DataFrame(table6)
+R6 = sizes.n_random(P, "table06")
+table6 = pd.DataFrame(
+    [{"setting": s, **against_controls(ncs_grid(exp.hide_cells(exp.with_controls(s, R6))))} for s in SETTINGS]
+)
 setting_parts = table6.setting.str.split("-", n=1, expand=True)
 paper6 = report.reference("table06_ncs_grid").set_index("query_source")
 table6["paper NCS_grid"] = [paper6[f"paper_{c}_NCS_grid"].get(qs, np.nan) for c, qs in setting_parts.values]

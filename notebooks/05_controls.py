@@ -41,12 +41,12 @@ eval_corpus = "co"
 n_items = 100
 n_random = 20
 n_random_large = 250
-n_boot = 2000
 beta = 10.0
 rows = "all"
 ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215]
 batch_size = 64
 seed = 0
+profile = "default"
 smoke = False
 out_dir = None
 data_dir = None
@@ -56,29 +56,41 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report
+from helpers import claims, params, report, sizes
 from helpers.controls import any_layer_sets, attention_matched_sets, layer_matched_sets, whole_layers, with_controls
-from helpers.design import SETTINGS, k_for
+from helpers.design import k_for
 from helpers.experiment import Experiment
 from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.head_mass import mass_run, set_mass_statistics
 from helpers.headsets import load_score_maps
 from helpers.necessity import drop, ncs
 from helpers.overlap import top_k
-from helpers.stats import against_random, excess_over_random, rank_p, spearman
+from helpers.stats import against_random, excess_over_random, holm, rank_p, spearman
 from helpers.steering import cers
 
 P = params.gather(globals(), "05_controls")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 04
-discovered, layer_matched, n_layers, n_heads = exp.discovered, exp.layer_matched, exp.n_layers, exp.n_heads
+discovered, n_layers, n_heads = exp.discovered, exp.n_layers, exp.n_heads
 steer, mask = exp.steer, exp.mask
+
+
+def stream(template: str, **fields):
+    """The named random stream of one analysis (helpers/sizes.STREAMS) under the run's seed."""
+    return sizes.stream(P.seed, template, **fields)
+
+
+def against_controls(values: np.ndarray) -> dict:
+    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R]."""
+    return against_random(values[:, 0], values[:, 1:])
+
+
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
 # each score is measured on: the grids (CERS) and the matched single-image MCQs (NCS).
 grid_mass = mass_run(exp.lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", exp.cache)
 single_mass = mass_run(exp.lm, P.eval_corpus, "single_matched", P.n_items, P.seed, "prompt", exp.cache)
 print(
     f"{exp.describe()}; "
-    f"R = {P.n_random} (large R = {P.n_random_large}); image mass per head: grids "
+    f"image mass per head: grids "
     f"{grid_mass['image'].mean():.3f}, single images {single_mass['image'].mean():.3f}"
 )
 
@@ -86,18 +98,25 @@ print(
 # ## Table 9: rank p against layer-matched (A) and layer- and attention-matched (B) random sets
 # B replaces each head of S by one of the three heads of its layer whose image-attention mass (on the
 # items the score is measured on) is nearest to its own. If S's advantage were only "heads that look
-# at the image", it would vanish against B.
+# at the image", it would vanish against B. R sets of each kind (R = 20 in both profiles; its column).
 
 # %%
+R9 = sizes.n_random(P, "table09")
 table9 = []
-for index, (s, S) in enumerate(discovered.items()):
-    matched_cers = attention_matched_sets(S, grid_mass["image"], P.n_random, (P.seed, index, 1))
-    matched_ncs = attention_matched_sets(S, single_mass["image"], P.n_random, (P.seed, index, 2))
-    cers_a, cers_b = (cers(steer(with_controls(S, c))).mean(0) for c in (layer_matched[s], matched_cers))
-    ncs_a, ncs_b = (ncs(mask(with_controls(S, c))).mean(0) for c in (layer_matched[s], matched_ncs))
+for s, S in discovered.items():
+    layer_matched = exp.controls(s, R9)
+    matched_cers = attention_matched_sets(
+        S, grid_mass["image"], R9, stream("table09/attention-matched-cers/{setting}", setting=s)
+    )
+    matched_ncs = attention_matched_sets(
+        S, single_mass["image"], R9, stream("table09/attention-matched-ncs/{setting}", setting=s)
+    )
+    cers_a, cers_b = (cers(steer(with_controls(S, c))).mean(0) for c in (layer_matched, matched_cers))
+    ncs_a, ncs_b = (ncs(mask(with_controls(S, c))).mean(0) for c in (layer_matched, matched_ncs))
     table9.append(
         {
             "setting": s,
+            "R": R9,
             "CERS S": cers_a[0],
             "CERS p A": rank_p(cers_a[0], cers_a[1:]),
             "CERS p B": rank_p(cers_b[0], cers_b[1:]),
@@ -105,7 +124,7 @@ for index, (s, S) in enumerate(discovered.items()):
             "NCS p A": rank_p(ncs_a[0], ncs_a[1:]),
             "NCS p B": rank_p(ncs_b[0], ncs_b[1:]),
             "image mass S": grid_mass["image"][S].mean(),
-            "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched[s]]),
+            "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched]),
             "image mass B": np.mean([grid_mass["image"][c].mean() for c in matched_cers]),
         }
     )
@@ -114,25 +133,37 @@ table9 = report.table(pd.DataFrame(table9), "table09_rank_p", P.out_dir, "table0
 # %% [markdown]
 # ## Table 10: the referring + query-span sets against many random sets
 # The rank p's floor is 1 / (R + 1): with R = 20 no set can reach below .048, which is also why Holm
-# across 12 settings cannot pass at R = 20.
+# across 12 settings cannot pass at R = 20. The R sets are the first R of the same layer-matched stream
+# as Table 3's (whose 20 are their first 20); S with a 95% t-interval over items, as in Table 3.
+# `p Holm (12 settings)` adjusts these two p's together with Table 3's other ten (notebook 04's
+# table03_ncs, each at the R of its row, named in `Holm R's`): the paper's "Holm-adjusted p = .048".
+# z is capped at |z| = 1000 where the random SD is about 0 (`z capped`); `paper z` is recomputed
+# from the paper's rounded Table 10, (NCS − random mean) / random SD: 16.3 and 18.1 where its text says 17-19.
 
 # %%
+R10 = sizes.n_random(P, "table10")
 table10 = []
-for s in ("cm-ref-qsp", "co-ref-qsp"):
-    many = layer_matched_sets(discovered[s], P.n_random_large, (P.seed, SETTINGS.index(s), 3))
-    values = ncs(mask(with_controls(discovered[s], many)))
-    row = against_random(values[:, 0], values[:, 1:], "bootstrap", P.n_boot, P.seed)
+for s in sizes.REF_QSP:
+    row = against_controls(ncs(mask(exp.with_controls(s, R10))))
     table10.append(
         {
             "setting": s,
-            "R": P.n_random_large,
-            **{k: row[k] for k in ("S", "S low", "S high", "random mean", "random sd", "random max", "p", "z")},
-            "p floor": 1 / (P.n_random_large + 1),
+            **{k: row[k] for k in ("R", "interval", "S", "S low", "S high", "random mean", "random sd", "random max")},
+            **{k: row[k] for k in ("p", "z", "z capped")},
+            "p floor": 1 / (R10 + 1),
         }
     )
-table10 = report.table(
-    pd.DataFrame(table10), "table10_large_r", P.out_dir, "table10_large_r", float_format="%.4f", digits=4
-)
+table10 = pd.DataFrame(table10)
+table3_ncs = pd.read_csv(P.out_dir / "table03_ncs.csv").set_index("setting")
+holm_p = table3_ncs["p"].copy()
+holm_r = table3_ncs["R"].copy()
+holm_p[table10.setting], holm_r[table10.setting] = table10.p.values, R10
+table10["p Holm (12 settings)"] = holm(holm_p.values)[[holm_p.index.get_loc(s) for s in table10.setting]]
+table10["Holm R's"] = ", ".join(f"{r} ({n} settings)" for r, n in holm_r.value_counts().sort_index().items())
+paper10 = report.reference("table10_large_r")
+table10 = table10.merge(paper10, on="setting", how="left")
+table10["paper z"] = (table10.paper_NCS - table10.paper_random_mean) / table10.paper_random_sd
+table10 = report.table(table10, "table10_large_r", P.out_dir, float_format="%.4f", digits=4)
 
 # %% [markdown]
 # ## Table 12: generic-damage controls on co-ref-qsp
@@ -144,14 +175,14 @@ table10 = report.table(
 
 # %%
 damage_setting = "co-ref-qsp"
-S = discovered[damage_setting]
+S, shape = discovered[damage_setting], (n_layers, n_heads)
 damage_sets = {
     "discovered": S,
     "attention sinks": top_k(single_mass["first"], exp.k),
     "text-heavy heads": top_k(single_mass["text"], exp.k),
     "whole layers": whole_layers(S, max(1, round(exp.k / n_heads))),
-    "random 2k": any_layer_sets((n_layers, n_heads), min(2 * exp.k, n_layers * n_heads), 1, (P.seed, 4))[0],
-    "random 4k": any_layer_sets((n_layers, n_heads), min(4 * exp.k, n_layers * n_heads), 1, (P.seed, 5))[0],
+    "random 2k": any_layer_sets(shape, min(2 * exp.k, shape[0] * shape[1]), 1, stream("table12/random-2k"))[0],
+    "random 4k": any_layer_sets(shape, min(4 * exp.k, shape[0] * shape[1]), 1, stream("table12/random-4k"))[0],
 }
 stack = np.stack(list(damage_sets.values()))  # [6, L, H]
 image_run, text_run = mask(stack), mask(stack, arms=("text",), keys="text")
@@ -174,28 +205,26 @@ report.figure(fig, "table12_generic_damage", P.out_dir)
 # %% [markdown]
 # ## Table 13: at which attention rows does the image mask act?
 # The COCO-like query-span sets, flat top-k and top-k per layer, with the image hidden from the set at
-# all rows, at the image tokens' own rows, at the question and option rows, or at the last row only.
+# all rows, at the image tokens' own rows, at the question and option rows, or at the last row only;
+# each against R layer-matched random sets (its column), S with a 95% t-interval over items.
 
 # %%
 per_layer = exp.head_sets("_per_layer")
+R13 = sizes.n_random(P, "table13")
 table13 = []
 for s in ("co-ref-qsp", "co-ord-qsp"):
-    index = SETTINGS.index(s)
-    selections = {
-        "flat": (discovered[s], layer_matched[s]),
-        "per layer": (per_layer[s], layer_matched_sets(per_layer[s], P.n_random, (P.seed, index, 6))),
-    }
+    per_layer_controls = layer_matched_sets(per_layer[s], R13, stream("table13/per-layer/{setting}", setting=s))
+    selections = {"flat": (discovered[s], exp.controls(s, R13)), "per layer": (per_layer[s], per_layer_controls)}
     for selection, (head_set, controls) in selections.items():
         for row_group in ("all", "image", "prompt", "last"):
-            values = ncs(mask(with_controls(head_set, controls), row_group))
-            row = against_random(values[:, 0], values[:, 1:])
+            row = against_controls(ncs(mask(with_controls(head_set, controls), row_group)))
             table13.append(
                 {
                     "setting": s,
                     "selection": selection,
                     "heads": int(head_set.sum()),
                     "rows": row_group,
-                    **{k: row[k] for k in ("S", "S low", "S high", "random mean", "p")},
+                    **{k: row[k] for k in ("R", "interval", "S", "S low", "S high", "random mean", "p")},
                 }
             )
 table13 = report.table(
@@ -205,7 +234,8 @@ table13 = report.table(
 # %% [markdown]
 # ## Table 14: NCS against the head-set size k
 # Top-k of the referring + query-span scores (notebook 01's score maps) for the paper's k = 20, 40,
-# 60, 100, 140 of 1,152 heads, scaled to this model; each k against its own layer-matched random sets.
+# 60, 100, 140 of 1,152 heads, scaled to this model; each k against its own layer-matched random sets
+# (R in its column: 250 at k = 100 under `profile="paper"`, as the paper's table); 95% t-intervals.
 
 # %%
 score_maps = load_score_maps(P.data_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads)
@@ -214,15 +244,15 @@ table14 = []
 for s, scores in score_maps.items():
     for share, k in k_values.items():
         head_set = top_k(scores, k)
-        controls = layer_matched_sets(head_set, P.n_random, (P.seed, SETTINGS.index(s), 7, k))
-        values = ncs(mask(with_controls(head_set, controls)))
-        row = against_random(values[:, 0], values[:, 1:])
+        R14 = sizes.n_random(P, "table14_k100" if share == sizes.K100_SHARE else "table14")
+        controls = layer_matched_sets(head_set, R14, stream("table14/{setting}/k{k}", setting=s, k=k))
+        row = against_controls(ncs(mask(with_controls(head_set, controls))))
         table14.append(
             {
                 "setting": s,
                 "k share": share,
                 "k": k,
-                **{c: row[c] for c in ("S", "S low", "S high", "random mean", "random sd", "p")},
+                **{c: row[c] for c in ("R", "interval", "S", "S low", "S high", "random mean", "random sd", "p")},
             }
         )
 table14 = pd.DataFrame(table14)
@@ -235,8 +265,11 @@ report.figure(fig, "table14_ncs_vs_k", P.out_dir)
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
 # For two settings that differ in one factor, the heads both sets hold and the heads only one holds,
-# each against 20 layer-matched random sets of its own size: the mean per-item excess of NCS over
-# the random sets' mean, with a paired one-sided p. Empty parts are left blank.
+# each against R layer-matched random sets of its own size: the mean per-item excess of NCS over
+# the random sets' mean, with a paired one-sided p. Empty parts are left blank. Every part's controls
+# are drawn from heads in neither A nor B: a control for "a only" that held heads of B (or of the
+# shared part) would carry the other part's effect and hide a difference between the parts; with
+# A ∪ B excluded, all three parts are compared with the same background of heads.
 
 # %%
 pairs = [
@@ -247,15 +280,17 @@ pairs = [
     ("co-ord-qsp", "co-ord-out", "source (X vs out), COCO ordinal"),
     ("co-ord-last", "co-ord-out", "source (X vs out), COCO ordinal"),
 ]
+R15 = sizes.n_random(P, "table15")
 table15 = []
-for pair_index, (a, b, factor) in enumerate(pairs):
+for a, b, factor in pairs:
     A, B = discovered[a], discovered[b]
     row = {"comparison": factor, "a": a, "b": b, "shared": int((A & B).sum()), "a only": int((A & ~B).sum())}
-    for part_index, (part, head_set) in enumerate({"shared": A & B, "a-only": A & ~B, "b-only": B & ~A}.items()):
+    row.update({"R": R15, "controls from": "heads in neither a nor b"})
+    for part, head_set in {"shared": A & B, "a-only": A & ~B, "b-only": B & ~A}.items():
         if not head_set.any():
             row[f"{part} excess"], row[f"{part} p"] = np.nan, np.nan
             continue
-        controls = layer_matched_sets(head_set, P.n_random, (P.seed, pair_index, part_index, 8))
+        controls = layer_matched_sets(head_set, R15, stream("table15/{a}+{b}/{part}", a=a, b=b, part=part), A | B)
         values = ncs(mask(with_controls(head_set, controls)))
         row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
     table15.append(row)
@@ -265,17 +300,19 @@ table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir,
 # ## Table 17: image-attention mass of the sets, and does it predict CERS?
 # Mass: each head's attention from the grid prompt's question and option rows to the image, summarised
 # over the set's heads. ρ: Spearman correlation across the layer-matched random sets between a mass
-# statistic and the set's CERS (notebook 03's runs, read from the cache).
+# statistic and the set's CERS (notebook 03's runs, read from the cache), over R sets (its column).
 
 # %%
+R17 = sizes.n_random(P, "table17")
 table17, points = [], []
-for s, S in discovered.items():
-    sets = with_controls(S, layer_matched[s])
+for s in discovered:
+    sets = exp.with_controls(s, R17)
     statistics = set_mass_statistics(grid_mass["image"], sets)  # [1 + R] rows
     scores = cers(steer(sets)).mean(0)  # [1 + R]
     random_means = statistics["mean"].iloc[1:]
     row = {
         "setting": s,
+        "R": R17,
         "mass S": statistics["mean"].iloc[0],
         "mass random": random_means.mean(),
         "mass random min": random_means.min(),
@@ -290,3 +327,13 @@ for s, S in discovered.items():
 table17 = report.table(pd.DataFrame(table17), "table17_mass_cers", P.out_dir, "table17_mass_cers")
 fig = plot_mass_vs_cers(pd.DataFrame(points))
 report.figure(fig, "table17_mass_cers", P.out_dir)
+
+# %% [markdown]
+# ## The paper's claims beside this run
+# One row per claim of the abstract: the paper's number, this run's number read from the tables that
+# notebooks 02-05 wrote into this run's folder, and whether the claim holds here, decided by the rule
+# in helpers/claims.py. RESULTS.md in the run folder digests this table and the headline numbers.
+
+# %%
+claims_table = report.table(claims.claims(P.out_dir), "claims", P.out_dir, float_format="%.4g", digits=4)
+print(claims.write_results(P.out_dir, claims_table, exp.describe()))

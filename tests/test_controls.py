@@ -1,8 +1,11 @@
 """Random head-sets: layer-matched and any-layer controls."""
 
+import re
+
 import numpy as np
 import pytest
 
+from helpers import paths, sizes
 from helpers.controls import any_layer_sets, layer_matched_sets
 
 
@@ -21,7 +24,7 @@ def test_layer_matched_sets_keep_counts_per_layer_and_avoid_s():
     assert not (sets & head_set).any()  # never one of S's heads
     assert len({s.tobytes() for s in sets}) > 1  # actually random
     assert (layer_matched_sets(head_set, 50, seed=3) == sets).all()
-    assert not (layer_matched_sets(head_set, 50, seed=(3, 1)) == sets).all()
+    assert not (layer_matched_sets(head_set, 50, seed=4) == sets).all()
 
 
 def test_layer_matched_sets_refuse_a_layer_without_room():
@@ -39,13 +42,54 @@ def test_any_layer_sets_draw_k_heads_from_everywhere():
         any_layer_sets((4, 6), 25, 1, seed=0)
 
 
-def test_layer_matched_controls_are_the_same_draws_for_every_caller():
+def test_layer_matched_controls_are_one_stream_per_setting_and_r_20_is_a_prefix_of_r_250():
     from helpers.controls import layer_matched_controls
 
-    discovered = {"a": _head_set(), "b": _head_set()[::-1].copy()}
-    controls = layer_matched_controls(discovered, 4, seed=7)
-    assert (controls["a"] == layer_matched_sets(discovered["a"], 4, (7, 0))).all()
-    assert (controls["b"] == layer_matched_sets(discovered["b"], 4, (7, 1))).all()
+    head_set = _head_set()
+    many = layer_matched_controls(head_set, "co-ref-qsp", 250, seed=7)
+    assert (layer_matched_controls(head_set, "co-ref-qsp", 20, seed=7) == many[:20]).all()
+    assert not (layer_matched_controls(head_set, "cm-ref-qsp", 20, seed=7) == many[:20]).all()
+    stream = sizes.stream(7, "layer-matched/{setting}", setting="co-ref-qsp")
+    assert (layer_matched_sets(head_set, 20, stream) == many[:20]).all()
+
+
+def test_layer_matched_sets_can_exclude_further_heads():
+    head_set, other = _head_set(), np.zeros((4, 6), dtype=bool)
+    other[0, [3, 4]] = True  # layer 0 keeps one free head (5) for S's three: too few
+    other[2, :4] = True
+    with pytest.raises(ValueError, match=r"layer\(s\) \[0\]"):
+        layer_matched_sets(head_set, 5, 0, exclude=other)
+    other[0, 4] = False  # layer 0: heads 4, 5 free -> still too few for three
+    other[0, 3] = False  # now 3, 4, 5: exactly S's count
+    sets = layer_matched_sets(head_set, 20, 0, exclude=other)
+    assert (sets.sum(2) == head_set.sum(1)).all() and not (sets & (head_set | other)).any()
+    assert (sets[:, 2].nonzero()[1] == 4).all()  # layer 2: 5 is in S, 0-3 excluded
+
+
+def test_any_layer_sets_per_setting_differ_between_settings_and_are_reproducible():
+    def draw(setting):
+        return any_layer_sets((8, 16), 10, 20, sizes.stream(0, "table03/any-layer/{setting}", setting=setting))
+
+    a, b = draw("cm-ord-last"), draw("co-ord-last")
+    assert (draw("cm-ord-last") == a).all()
+    assert (a.sum((1, 2)) == 10).all() and not (a == b).all()
+    assert len({s.tobytes() for s in np.concatenate([a, b])}) == 40
+
+
+def test_stream_names_in_use_are_unique_and_registered():
+    names = sizes.stream_names(ks=(2, 4, 10), pairs=[("cm-ord-qsp", "co-ord-qsp"), ("cm-ord-last", "co-ord-last")])
+    assert len(names) == len(set(names)) and len(names) > 100
+    used = set()
+    for notebook in sorted((paths.NOTEBOOKS).glob("0[3-5]_*.py")) + [paths.ROOT / "helpers" / "controls.py"]:
+        used |= set(re.findall(r'stream\([^,]+, "([^"]+)"', notebook.read_text()))
+    assert used and used <= set(sizes.STREAMS), used - set(sizes.STREAMS)
+    seeds = {sizes.stream(0, "table12/random-2k").entropy, sizes.stream(0, "table12/random-4k").entropy}
+    assert (
+        len(seeds) == 2
+        and sizes.stream(0, "table12/random-2k").entropy != sizes.stream(1, "table12/random-2k").entropy
+    )
+    with pytest.raises(ValueError, match="unknown stream"):
+        sizes.stream(0, "table99/anything")
 
 
 def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():

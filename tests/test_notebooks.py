@@ -108,10 +108,13 @@ def test_only_the_default_configuration_publishes():
 
 
 def test_runner_checks_a_notebooks_inputs_first_and_names_the_producer(tmp_path):
+    from helpers import runs
+
+    folders = runs.in_folder(tmp_path)
     source = paths.NOTEBOOKS / "04_ncs.py"
     with pytest.raises(SystemExit, match="run 01_discovery first"):
-        run.check_inputs(source, tmp_path, earlier=[])
-    run.check_inputs(source, tmp_path, earlier=["01_discovery"])  # made earlier in the same run: fine
+        run.check_inputs(source, folders, earlier=[])
+    run.check_inputs(source, folders, earlier=["01_discovery"])  # made earlier in the same run: fine
 
 
 def test_parameters_are_gathered_from_the_parameters_cell():

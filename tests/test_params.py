@@ -1,4 +1,6 @@
 import pytest
+import torch
+from PIL import Image
 
 from helpers import params
 from helpers.design import SETTINGS, k_for, parse_setting
@@ -8,7 +10,7 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
     p = params.validate(
         dict(
             model="toy",
-            device="cuda:1",
+            device="cpu",
             dtype="bfloat16",
             k=0.087,
             n_items=400,
@@ -22,6 +24,9 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
     assert p.n_items == params.SMOKE["n_items"] and p.n_random == params.SMOKE["n_random"]
     assert p.settings == list(SETTINGS) and p.out_dir == tmp_path
     assert params.validate(dict(n_items=400, smoke=False)).n_items == 400
+    auto = params.validate(dict(device="auto", dtype="auto"))
+    expected = ("cuda", "bfloat16") if torch.cuda.is_available() else ("cpu", "float32")
+    assert (auto.device, auto.dtype) == expected
 
 
 @pytest.mark.parametrize(
@@ -45,7 +50,7 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
         ("n_random_large", 1, "int >= 2"),
         ("betas", [1, -3], "finite numbers > 0"),
         ("rows", "question", "'all', 'image', 'prompt', 'last'"),
-        ("eval_corpus", "/no/such/folder", "'cm', 'co' or an existing image folder"),
+        ("eval_corpus", "/no/such/folder", "'cm', 'co', an image folder (class sub-folders) or a CSV"),
     ],
 )
 def test_bad_values_name_the_value_and_the_allowed_ones(name, value, fragment):
@@ -85,5 +90,8 @@ def test_environment_yml_pins_match_requirements():
 
 
 def test_causal_parameters_are_normalised(tmp_path):
+    for label in ("cat", "dog"):
+        (tmp_path / label).mkdir()
+        Image.new("RGB", (8, 8)).save(tmp_path / label / "0.png")
     p = params.validate(dict(beta=3, betas=[100, 1, 10], rows="prompt", eval_corpus=str(tmp_path)))
     assert p.beta == 3.0 and p.betas == [1.0, 10.0, 100.0] and p.rows == "prompt" and p.eval_corpus == str(tmp_path)

@@ -26,7 +26,7 @@ def test_holm_step_down_example():
 
 
 def test_z_score_and_t_interval_by_hand():
-    assert stats.z_score(5.0, np.array([1.0, 2.0, 3.0])) == pytest.approx(3.0)  # (5 - 2) / 1
+    assert stats.z_score(5.0, np.array([1.0, 2.0, 3.0])) == (pytest.approx(3.0), False)  # (5 - 2) / 1
     mean, low, high = stats.t_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
     half = 2.776445 * np.sqrt(2.5) / np.sqrt(5)  # t(.975, 4) * sd / sqrt(n)
     assert (mean, low, high) == pytest.approx((3.0, 3.0 - half, 3.0 + half), abs=1e-5)
@@ -58,10 +58,9 @@ def test_against_random_row():
     assert row["S"] == pytest.approx(0.2) and row["p"] == pytest.approx(1 / 21)
     assert row["random mean"] == pytest.approx(random.mean())
     assert row["z"] == pytest.approx((0.2 - random.mean(0).mean()) / random.mean(0).std(ddof=1))
+    assert row["S low"] == pytest.approx(0.2) and row["S high"] == pytest.approx(0.2)  # t-interval of a constant
     assert row["random min"] <= row["random mean"] <= row["random max"]
-    assert stats.against_random(random[:, 0], random[:, 1:], "bootstrap", 200)["S low"] < random[:, 0].mean()
-    with pytest.raises(ValueError, match="interval"):
-        stats.against_random(random[:, 0], random, "normal")
+    assert row["R"] == 20 and row["interval"] == "t" and not row["z capped"]
     with pytest.raises(ValueError, match=r"\[N, R\]"):
         stats.against_random(random[:10, 0], random)
 
@@ -83,3 +82,30 @@ def test_spearman_by_hand():
     assert stats.spearman([1, 2, 3, 4], [2, 1, 4, 3]) == pytest.approx(0.6)
     with pytest.raises(ValueError, match="same length"):
         stats.spearman([1, 2, 3], [1, 2])
+
+
+def test_holm_with_mixed_r_gives_the_papers_0048():
+    # Table 3's NCS p's: the two ref-qsp sets at their floor among R = 250 (1 / 251), the others at R = 20
+    p = [1 / 251, 1 / 251] + [1 / 21] * 4 + [0.38, 1.0, 0.43, 0.24, 0.33, 1.0]
+    adjusted = stats.holm(p)
+    assert adjusted[:2] == pytest.approx([12 / 251, 12 / 251])  # = 0.0478, the paper's "Holm-adjusted p = 0.048"
+    assert round(adjusted[0], 3) == 0.048
+    assert stats.holm([1 / 21] * 12).min() == pytest.approx(12 / 21)  # all at R = 20: never below 0.571
+
+
+def test_rank_p_counts_random_sets_equal_to_s_as_ties():
+    rng = np.random.default_rng(3)
+    s = rng.normal(0.1, 0.05, 400)
+    values = np.column_stack([s, rng.normal(0.0, 0.05, (400, 18)), s, s])  # S, 18 lower sets, two copies of S
+    values = values[:, [0, 19, *range(1, 19), 20]]  # the copies in other positions: another summation order
+    assert stats.against_random(values[:, 0], values[:, 1:])["p"] == pytest.approx(3 / 21)
+    assert stats.rank_p(0.3, np.array([0.3 - 1e-13, 0.1])) == pytest.approx(2 / 3)  # within the tolerance
+    assert stats.rank_p(0.3, np.array([0.3 - 1e-9, 0.1])) == pytest.approx(1 / 3)
+
+
+def test_z_is_capped_and_flagged_where_the_random_sd_is_about_0():
+    assert stats.z_score(0.7, np.array([0.0003, 0.0003 + 1e-9, 0.0003])) == (stats.Z_CAP, True)
+    assert stats.z_score(-0.7, np.zeros(5)) == (-stats.Z_CAP, True)
+    assert stats.z_score(0.0, np.zeros(5)) == (0.0, False)
+    row = stats.against_random(np.full(10, 0.5), np.full((10, 4), 0.001))
+    assert row["z"] == stats.Z_CAP and row["z capped"] and row["random sd"] == 0.0

@@ -314,11 +314,13 @@ def tiny_model(family: str, attn: str, seed: int = 0):
     return model.eval()
 
 
-def _image_tokens(family: str, config) -> tuple[int, dict]:
-    """Tokens per image and the pixel inputs of one random image, as the family's processor lays them out."""
+def _image_tokens(family: str, config, grid: tuple[int, int] = (4, 6)) -> tuple[int, dict]:
+    """Tokens per image and the pixel inputs of one random image, as the family's processor lays them out.
+
+    ``grid``: the image's patch grid (rows, columns), for the Qwen families (dynamic resolution)."""
     vision = config.vision_config
     if family in QWEN_FAMILIES:
-        grid_h, grid_w = 4, 6  # patches
+        grid_h, grid_w = grid  # patches
         patch_dim = 3 * vision.temporal_patch_size * vision.patch_size**2
         pixels = {
             "pixel_values": torch.randn(grid_h * grid_w, patch_dim),
@@ -364,21 +366,27 @@ def _image_tokens(family: str, config) -> tuple[int, dict]:
     raise ValueError(f"no tiny inputs for {family!r}")
 
 
-def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1) -> dict:
-    """Left-padded batch: row i = [prefix text] [start] image [end] [4 text tokens], prefix lengths ``lengths``."""
+def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1, n_images: int = 1, grids=None) -> dict:
+    """Left-padded batch: row i = [prefix text] ([start] image [end] [4 text tokens]) x n_images, prefix lengths
+    ``lengths``. Every image is the same random one unless ``grids`` (Qwen families) gives each row's patch grid
+    (rows, columns), so that rows hold images of different sizes."""
     generator = torch.Generator().manual_seed(seed)
-    n_image, one_image = _image_tokens(family, model.config)
+    grids = grids or [(4, 6)] * len(lengths)
+    by_grid = {grid: _image_tokens(family, model.config, grid) for grid in dict.fromkeys(grids)}
+    images = [by_grid[grid] for grid in grids]  # one per batch row
     rows = []
-    for prefix in lengths:
-        before = torch.randint(1, 250, (prefix,), generator=generator).tolist()
-        after = torch.randint(1, 250, (4,), generator=generator).tolist()
-        rows.append(before + [VISION_START] + [IMAGE_TOKEN] * n_image + [VISION_END] + after)
+    for prefix, (n_image, _) in zip(lengths, images):
+        row = torch.randint(1, 250, (prefix,), generator=generator).tolist()
+        for _ in range(n_images):
+            after = torch.randint(1, 250, (4,), generator=generator).tolist()
+            row += [VISION_START] + [IMAGE_TOKEN] * n_image + [VISION_END] + after
+        rows.append(row)
     width = max(len(r) for r in rows)
     input_ids = torch.tensor([[PAD] * (width - len(r)) + r for r in rows])
     attention_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    for name, value in one_image.items():  # the same image in every row
-        inputs[name] = value.repeat(len(rows), *[1] * (value.ndim - 1))
+    for name in images[0][1]:  # each row's image n_images times, rows in order
+        inputs[name] = torch.cat([pixels[name] for _, pixels in images for _ in range(n_images)])
     if family in QWEN_FAMILIES:
         inputs["mm_token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
     if family == "gemma3":

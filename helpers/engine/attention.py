@@ -44,9 +44,12 @@ Usage (``lm`` is a ``helpers.models.LoadedModel``)::
     logits = run_head_sets(lm, inputs, heads, keys=cell_keys[:1], bias=HIDE)   # [n, T, V]
 
 ``read`` and ``intervene`` can be combined (the read sees the intervened attention of earlier
-layers and the clean attention of its own layer). Guards: heads or layers out of range, empty key
-groups or rows for a batch row that carries heads, a missing float mask, or an intervened layer
-that never ran raise ``ValueError``/``RuntimeError`` instead of doing nothing.
+layers and the clean attention of its own layer). Only what a row can see is touched: the bias goes
+to the selected keys that the row's mask shows (HIDE never un-hides a masked key), and pad rows (which
+see no key) are neither read nor intervened on. Guards: heads or layers out of range, empty key
+groups or rows for a batch row that carries heads, a HIDE that leaves a row no key, keys or groups
+that no chosen row can see (pads, beyond the sequence, in every chosen row's future), a missing float
+mask, or an intervened layer that never ran raise ``ValueError``/``RuntimeError`` instead of doing nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 ATTENTION = "head_probe"
-HIDE = float("-inf")  # bias that hides keys: they get the dtype's most negative finite logit
+HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
 READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
 
 Rows = torch.Tensor | str
@@ -108,12 +111,15 @@ class _State:
     intervene: Intervention | None
     recording: Recording
     batch: int
-    past_length: int = 0
+    step_start: int = 0  # absolute position of the first token of the current forward step
+    step_end: int = 0  # one past its last token: queries and keys of every layer end here
     layer_calls: list = field(default_factory=list)  # [L] forwards seen per layer
     read_sum: dict = field(default_factory=dict)  # layer -> [B, H, G]
     read_count: dict = field(default_factory=dict)  # layer -> [B]
     read_rows: dict = field(default_factory=dict)  # layer -> list of ([B, H, r, G], [r], [B, r])
-    rows_hit: torch.Tensor | None = None  # [B] bool: intervention reached the batch row
+    rows_hit: torch.Tensor | None = None  # [B] bool: a chosen row (one that sees a key) ran in the batch row
+    keys_seen: torch.Tensor | None = None  # [B] bool: a chosen row saw a selected key
+    groups_seen: torch.Tensor | None = None  # [B, G] bool: a key of the read group is visible to some row
     shared_layers: int = 0  # candidate layers run once at batch 1 (run_head_sets)
 
 
@@ -154,15 +160,18 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     k_len = key.shape[2]
     if batch != state.batch:
         raise ValueError(f"the probe's tensors have batch size {state.batch}, the forward has batch size {batch}")
-    query_pos = state.past_length + torch.arange(q_len, device=query.device)  # [q]
-    key_pos = state.past_length + q_len - k_len + torch.arange(k_len, device=query.device)  # [k]
+    # Queries and keys both end at the step's last token: sliding-window layers keep only the last keys,
+    # and Gemma 4's KV-shared layers may run only the last queries (generate's logits_to_keep).
+    query_pos = state.step_end - q_len + torch.arange(q_len, device=query.device)  # [q]
+    key_pos = state.step_end - k_len + torch.arange(k_len, device=query.device)  # [k]
     mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
+    visible = mask[:, 0] > torch.finfo(mask.dtype).min / 2  # [B, q, k]: keys each row can see
     groups_of_kv = n_heads // key.shape[1]
     state.layer_calls[layer] += 1
     if state.read is not None:
-        _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos)
+        _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
     if state.intervene is not None:
-        _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos)
+        _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
 
 
 def _is_plain_causal(attention_mask) -> bool:
@@ -190,13 +199,15 @@ def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tenso
     return picked
 
 
-def _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_pos):
+def _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos):
     batch, n_heads, _, head_dim = query.shape
-    rows = _select(state.read.rows, query_pos, batch)  # [B, q]
+    _check_rows_present(state, layer, query_pos, batch)
+    rows = _select(state.read.rows, query_pos, batch) & visible.any(-1)  # [B, q]: pad rows see no key
+    groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
+    state.groups_seen |= (groups & visible.any(1)[:, :, None]).any(1).cpu()  # [B, G]
     row_index = rows.any(0).nonzero().flatten()  # [r] rows any batch row reads
     if row_index.numel() == 0:
         return
-    groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
     groups = groups.float()[:, None]  # [B, 1, k, G]
     n_kv, k_len = key.shape[1], key.shape[2]
     keys_t = key.float().transpose(-1, -2)[:, :, None]  # [B, Hkv, 1, D, k]
@@ -215,31 +226,55 @@ def _read(state, layer, query, key, mask, scaling, groups_of_kv, query_pos, key_
             state.read_rows.setdefault(layer, []).append((mass, query_pos[index], weight))
 
 
-def _intervene(state, layer, output, query, key, value, mask, scaling, groups_of_kv, query_pos, key_pos):
+def _check_rows_present(state, layer, query_pos, batch) -> None:
+    """A read row of this step that a layer did not run (its queries were sliced away) would be missed."""
+    step = torch.arange(state.step_start, state.step_end, device=query_pos.device)  # [n]
+    chosen = _select(state.read.rows, step, batch).sum()
+    present = _select(state.read.rows, query_pos, batch).sum()
+    if present != chosen:
+        raise RuntimeError(
+            f"candidate layer {layer} ran only the last {query_pos.numel()} of the step's {step.numel()} rows, "
+            f"so {int(chosen - present)} chosen read rows are missing there; run the forward with logits_to_keep=0"
+        )
+
+
+def _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos):
     spec = state.intervene
     batch = query.shape[0]
     pairs = spec.heads[:, layer].to(query.device).nonzero()  # [N, 2] (batch row, head)
     if pairs.numel() == 0:
         return
-    rows = _select(spec.rows, query_pos, batch)  # [B, q]
-    gate = rows[pairs[:, 0]]  # [N, q]
+    b, h = pairs[:, 0], pairs[:, 1]
+    gate = _select(spec.rows, query_pos, batch)[b] & visible[b].any(-1)  # [N, q]: chosen rows that see a key
     row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
         return
-    b, h = pairs[:, 0], pairs[:, 1]
+    gate = gate[:, row_index]  # [N, r]
     state.rows_hit[b[gate.any(1)].cpu()] = True
-    keys = _select(spec.keys, key_pos, batch)[b]  # [N, k]
+    seen = visible[b][:, row_index]  # [N, r, k]
+    hit = _select(spec.keys, key_pos, batch)[b][:, None, :] & seen  # [N, r, k]: selected keys the row can see
+    state.keys_seen[b[(hit & gate[..., None]).flatten(1).any(1)].cpu()] = True
     bias = spec.bias_per_row.to(query.device)[b]  # [N]
-    logit_bias = torch.where(keys, bias[:, None], 0.0).to(mask.dtype)  # [N, k]
+    hides = bias == HIDE  # [N]
+    left = seen & ~(hit & hides[:, None, None])  # [N, r, k]: keys still visible after hiding
+    emptied = gate & ~left.any(-1)  # [N, r]
+    if emptied.any():
+        pair, row = emptied.nonzero()[0].tolist()
+        raise ValueError(
+            f"the intervention hides every key that query row {int(query_pos[row_index[row]])} of batch row "
+            f"{int(b[pair])} can see (candidate layer {layer}, head {int(h[pair])}): its attention would be "
+            "undefined; hide fewer keys or leave that row out of Intervention.rows"
+        )
+    masked = mask[b, h][:, row_index]  # [N, r, k]
     lowest = torch.finfo(mask.dtype).min
-    biased_mask = (mask[b, h][:, row_index] + logit_bias[:, None]).clamp(min=lowest)  # [N, r, k]
+    biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
     q_sel = query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
     steered = scaled_dot_product_attention(
         q_sel[None], k_sel[None], v_sel[None], attn_mask=biased_mask[None], scale=scaling
     )[0]  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
-    output[where] = torch.where(gate[:, row_index, None], steered.to(output.dtype), output[where])
+    output[where] = torch.where(gate[..., None], steered.to(output.dtype), output[where])
 
 
 def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) -> None:
@@ -353,10 +388,12 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
         batch=batch,
         layer_calls=[0] * n_layers,
         rows_hit=torch.zeros(batch, dtype=torch.bool),
+        keys_seen=torch.zeros(batch, dtype=torch.bool),
+        groups_seen=torch.zeros(batch, len(recording.group_names), dtype=torch.bool),
         shared_layers=shared_layers,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
-        lambda module, args, kwargs: _note_past_length(state, kwargs), with_kwargs=True
+        lambda module, args, kwargs: _note_step(state, args, kwargs), with_kwargs=True
     )
     _ACTIVE.append(state)
     try:
@@ -369,9 +406,19 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
         _summarise_read(state, batch)
 
 
-def _note_past_length(state: _State, kwargs: dict) -> None:
+def _note_step(state: _State, args: tuple, kwargs: dict):
+    """Pre-hook of the text backbone: the absolute positions of this forward step's tokens. A read also
+    turns off ``logits_to_keep`` there (Gemma 4 would run only the last rows through its KV-shared layers;
+    the model still slices its logits itself)."""
     cache = kwargs.get("cache", kwargs.get("past_key_values"))
-    state.past_length = cache.get_seq_length() if cache is not None else 0
+    tokens = kwargs.get("inputs_embeds")
+    if tokens is None:
+        tokens = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
+    state.step_start = cache.get_seq_length() if cache is not None else 0
+    state.step_end = state.step_start + tokens.shape[1]
+    if state.read is not None and kwargs.get("logits_to_keep"):
+        return args, dict(kwargs, logits_to_keep=0)
+    return None
 
 
 def _check_ran(state: _State, carries: torch.Tensor | None) -> None:
@@ -386,7 +433,14 @@ def _check_ran(state: _State, carries: torch.Tensor | None) -> None:
         unreached = (carries & ~state.rows_hit).nonzero().flatten().tolist()
         if unreached:
             raise RuntimeError(
-                f"the intervention's rows never occurred in batch row(s) {unreached}: nothing was changed"
+                f"the intervention's rows never occurred in batch row(s) {unreached} (rows beyond the sequence "
+                "and pad rows, which see no key, do not count): nothing was changed"
+            )
+        unseen = (carries & ~state.keys_seen).nonzero().flatten().tolist()
+        if unseen:
+            raise ValueError(
+                f"Intervention.keys: no chosen row of batch row(s) {unseen} can see any selected key (the keys "
+                "are pads, beyond the sequence, or after every chosen row): nothing was changed"
             )
     if state.read is not None and never:
         raise RuntimeError(f"candidate layers {never} never ran inside the probe: the read is incomplete")
@@ -397,7 +451,17 @@ def _summarise_read(state: _State, batch: int) -> None:
     counts = torch.stack([torch.as_tensor(state.read_count.get(l, torch.zeros(batch))) for l in range(state.n_layers)])
     if (counts == 0).any():
         missing = (counts == 0).any(0).nonzero().flatten().tolist()
-        raise RuntimeError(f"no chosen read row occurred in batch row(s) {missing}: the read is empty")
+        raise RuntimeError(
+            f"no chosen read row occurred in batch row(s) {missing} (rows beyond the sequence and pad rows, "
+            "which see no key, do not count): the read is empty"
+        )
+    for g, name in enumerate(rec.group_names):
+        blind = (~state.groups_seen[:, g]).nonzero().flatten().tolist()
+        if blind:
+            raise ValueError(
+                f"key group {name!r} holds no key that any row of batch row(s) {blind} can see (only pads or "
+                "positions beyond the sequence): its mass would be 0 by construction"
+            )
     sums = torch.stack([state.read_sum[l] for l in range(state.n_layers)], 1)  # [B, L, H, G]
     rec.mass = sums / counts.T[:, :, None, None]
     if state.read.per_row:

@@ -6,12 +6,16 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import huggingface_hub
 import torch
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
 from helpers import paths
 from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.attention import ATTENTION
+from helpers.files import file_hashes
 
 
 @dataclass
@@ -20,9 +24,41 @@ class LoadedModel:
     processor: object | None
     adapter: Adapter
     name: str
+    folder: Path | None = None  # the save_pretrained folder (or hub snapshot) it was loaded from
+
+
+# Files that define a saved model: weights, configs, processor, tokenizer and chat template.
+IDENTITY_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "merges.txt", "*.model", "*.tiktoken")
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str) -> str:
+    """ "auto" -> "cuda" when a GPU is available, else "cpu"; "cuda", "cuda:N" or "mps" must exist here."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported; use 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} is not available: this machine has no CUDA GPU; use 'cpu' or 'auto'")
+    if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
+        )
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} is not available: this machine has no Apple MPS; use 'cpu' or 'auto'")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """ "auto" -> "bfloat16" on a CUDA device, else "float32"; anything else must be one of DTYPES."""
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)} or 'auto'")
+    return dtype
 
 
 def attn_implementation_for(config, name: str = ATTENTION) -> dict:
@@ -42,18 +78,19 @@ def attn_implementation_for(config, name: str = ATTENTION) -> dict:
 def load_model(
     name_or_path: str, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
 ) -> LoadedModel:
-    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on."""
+    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on.
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
-    path = str(paths.TOY_MODEL) if name_or_path == "toy" else name_or_path
-    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
-        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
+    ``device`` "auto": cuda when available, else cpu; ``dtype`` "auto": bfloat16 on cuda, else float32."""
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+    folder = model_folder(name_or_path)
+    path = str(folder) if folder is not None else name_or_path  # None: a hub id to download
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     adapter = adapter_for(config)
     model = (
         AutoModelForImageTextToText.from_pretrained(
             path,
+            use_safetensors=True,
             dtype=DTYPES[dtype],
             attn_implementation=attn_implementation_for(config),
             trust_remote_code=trust_remote_code,
@@ -62,7 +99,59 @@ def load_model(
         .eval()
     )
     processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
-    return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path)
+    folder = folder or hub_snapshot(name_or_path)
+    return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path, folder=folder)
+
+
+def model_folder(name_or_path: str) -> Path | None:
+    """The folder a model loads from: the toy's, a local folder, or a hub id's snapshot in the local Hugging
+    Face cache; None for a hub id still to be downloaded. Offline (HF_HUB_OFFLINE), a hub id that is not
+    cached fails here at once instead of after the hub client's retries."""
+    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
+        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
+    if name_or_path == "toy" or Path(name_or_path).is_dir():
+        return known_folder(name_or_path)
+    folder = hub_snapshot(name_or_path)  # a name that is no hub id raises here
+    if folder is None and huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise FileNotFoundError(
+            f"model {name_or_path!r} is not in the local Hugging Face cache "
+            f"({huggingface_hub.constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set: download it first "
+            f"(hf download {name_or_path}), unset HF_HUB_OFFLINE, or pass a local save_pretrained folder"
+        )
+    return folder
+
+
+def known_folder(name_or_path: str) -> Path | None:
+    """model_folder without downloading or raising: None when the model is not on this machine."""
+    if name_or_path == "toy":
+        return paths.TOY_MODEL if paths.TOY_MODEL.exists() else None
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path).resolve()
+    try:
+        return hub_snapshot(name_or_path)
+    except ValueError:  # not a hub id either
+        return None
+
+
+def model_heads(name_or_path: str) -> tuple[int, int] | None:
+    """(candidate layers, heads per layer) read from the model's config.json alone, no weights loaded; None
+    when the model is not on this machine (a hub id still to be downloaded)."""
+    folder = known_folder(name_or_path)
+    if folder is None:
+        return None
+    adapter = adapter_for(AutoConfig.from_pretrained(str(folder)))
+    return len(adapter.candidate_layers), adapter.n_heads
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """The local Hugging Face cache folder of `repo_id`'s current snapshot (named by its commit), or None."""
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+    except HFValidationError as error:
+        raise ValueError(
+            f"model {repo_id!r} is neither 'toy', an existing folder, nor a hub id like 'org/name': {error}"
+        ) from error
+    return Path(config).parent if isinstance(config, str) else None
 
 
 def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:
@@ -70,17 +159,17 @@ def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") 
     return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)
 
 
-def model_fingerprint(lm: LoadedModel) -> str:
-    """Identity of the weights for cache keys: a hub id as given; a local folder (or "toy") by its
-    weight files' names, sizes and first/last MiB, so a retrained model gets new cache entries."""
-    folder = paths.TOY_MODEL if lm.name == "toy" else Path(lm.name)
-    if not folder.is_dir():
+def model_fingerprint(lm) -> str:
+    """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
+    the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,
+    chat template), each hashed once per version (helpers.files). `lm`: a LoadedModel (one built in memory
+    is its name), or anything with a `name` (a model not loaded: its folder is looked up)."""
+    folder = lm.folder if isinstance(lm, LoadedModel) else known_folder(lm.name)
+    if folder is None:
         return lm.name
+    files = sorted({path for pattern in IDENTITY_PATTERNS for path in folder.glob(pattern) if path.is_file()})
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.safetensors")):
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            digest.update(f"{path.name}:{size}".encode() + handle.read(2**20))
-            handle.seek(max(0, size - 2**20))
-            digest.update(handle.read())
-    return f"{lm.name}@{digest.hexdigest()[:12]}"
+    for path, content in zip(files, file_hashes(files)):
+        digest.update(f"{path.name}:{content}\n".encode())
+    revision = f"@{folder.name[:12]}" if folder.parent.name == "snapshots" else ""
+    return f"{lm.name}{revision}#{digest.hexdigest()[:16]}"

@@ -1,11 +1,14 @@
-"""Writers for figures (png + pdf) and tables (csv + tex). Notebooks call them through helpers/report.py,
-which also shows each figure and table inline. The matplotlib backend is left to the front end (inline
-in Jupyter and papermill; Agg, chosen by matplotlib itself, where there is no display)."""
+"""Writers for figures (png + pdf) and tables (csv + tex), each file written atomically (`helpers.files`).
+Notebooks call them through helpers/report.py, which also shows each figure and table inline. The
+matplotlib backend is left to the front end (inline in Jupyter and papermill; Agg, chosen by matplotlib
+itself, where there is no display)."""
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+
+from helpers.files import atomic_write
 
 # Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
 _PDF_METADATA = {"CreationDate": None, "Creator": "visual-heads companion", "Producer": None}
@@ -17,8 +20,8 @@ def save_figure(fig: plt.Figure, name: str, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
-    fig.savefig(png, dpi=150, bbox_inches="tight", metadata=_PNG_METADATA)
-    fig.savefig(pdf, bbox_inches="tight", metadata=_PDF_METADATA)
+    atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", metadata=_PNG_METADATA))
+    atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", bbox_inches="tight", metadata=_PDF_METADATA))
     plt.close(fig)
     return [png, pdf]
 
@@ -28,6 +31,6 @@ def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = "
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, tex = out_dir / f"{name}.csv", out_dir / f"{name}.tex"
-    df.to_csv(csv, index=False, float_format=float_format)
-    tex.write_text(df.to_latex(index=False, float_format=float_format, na_rep="--"))
+    atomic_write(csv, df.to_csv(index=False, float_format=float_format))
+    atomic_write(tex, df.to_latex(index=False, float_format=float_format, na_rep="--"))
     return [csv, tex]

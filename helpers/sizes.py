@@ -1,0 +1,93 @@
+"""The sizes of each analysis under a `profile`, and the named random streams every draw comes from.
+
+Profiles (the notebooks' `profile` parameter):
+- "default": today's CPU sizes, taken from the notebook's own size parameters (n_items, n_random, ...);
+- "paper": the paper's protocol (its Table 28): N = 400 items, R = 20 layer-matched random sets, 250 for
+  the referring + query-span sets in Tables 3 (NCS), 10 and 14 (k = 100), 100 for the grid contrast of
+  Table 6, 2,000 bootstrap resamples.
+A smoke run shrinks every size to helpers/params.SMOKE, whatever the profile says.
+
+    R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
+    rng = np.random.default_rng(sizes.stream(P.seed, "table12/random-2k"))
+"""
+
+import hashlib
+
+import numpy as np
+
+from helpers.design import SETTINGS
+
+PROFILES = ("default", "paper")
+REF_QSP = ("cm-ref-qsp", "co-ref-qsp")
+K100_SHARE = 0.0868  # Table 14's k = 100 of the paper's 1,152 heads, the size that takes R = 250
+# Sizes the "paper" profile sets in place of the notebook parameters of the same name.
+# The largest R of a smoke run, whatever the profile.
+SMOKE_RANDOM = 4
+PAPER_SIZES = {"n_items": 400, "n_random": 20, "n_random_large": 250, "n_boot": 2000}
+
+# R per analysis: {profile: R} where R is an int or the notebook parameter that gives it; an analysis
+# whose referring + query-span rows use another R lists it under "ref-qsp".
+RANDOM_SETS = {
+    "table03_cers": {"default": "n_random", "paper": 20},
+    "table03_ncs": {"default": "n_random", "paper": 20, "ref-qsp": {"default": "n_random", "paper": 250}},
+    "table05": {"default": "n_random", "paper": 20},
+    "table06": {"default": "n_random", "paper": 100},
+    "table09": {"default": "n_random", "paper": 20},
+    "table10": {"default": "n_random_large", "paper": 250},
+    "table13": {"default": "n_random", "paper": 20},
+    "table14": {"default": "n_random", "paper": 20},
+    "table14_k100": {"default": "n_random", "paper": 250},
+    "table15": {"default": "n_random", "paper": 20},
+    "table17": {"default": "n_random", "paper": 20},
+}
+
+
+def n_random(params, analysis: str, setting: str | None = None) -> int:
+    """R for `analysis` (a key of RANDOM_SETS) under the run's profile; `setting` picks its ref-qsp R."""
+    spec = RANDOM_SETS[analysis]
+    if setting in REF_QSP and "ref-qsp" in spec:
+        spec = spec["ref-qsp"]
+    value = spec[params.profile]
+    size = getattr(params, value) if isinstance(value, str) else value
+    return min(size, SMOKE_RANDOM) if params.smoke else size
+
+
+# Every random stream in use, by name: a template formatted with the fields it names. No two analyses
+# share a stream; a stream's numbers do not depend on how many draws another analysis takes.
+STREAMS = (
+    "layer-matched/{setting}",  # notebooks 03-05: the controls of each discovered set (Tables 3, 5, 6, 9, 10, 17)
+    "table03/any-layer/{setting}",
+    "table09/attention-matched-cers/{setting}",
+    "table09/attention-matched-ncs/{setting}",
+    "table12/random-2k",
+    "table12/random-4k",
+    "table13/per-layer/{setting}",
+    "table14/{setting}/k{k}",
+    "table15/{a}+{b}/{part}",
+)
+
+
+def stream(seed: int, template: str, **fields) -> np.random.SeedSequence:
+    """The SeedSequence of the stream named `template.format(**fields)` under `seed`: the name is hashed
+    into the entropy, so streams of different names never coincide (tuples of small ints can: numpy's
+    SeedSequence drops trailing zeros)."""
+    if template not in STREAMS:
+        raise ValueError(f"unknown stream {template!r}; add it to helpers/sizes.STREAMS; known: {STREAMS}")
+    name = template.format(**fields)
+    digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
+    return np.random.SeedSequence(int.from_bytes(digest[:16], "little"))
+
+
+def stream_names(settings=SETTINGS, ks=(1,), pairs=(("a", "b"),), parts=("shared", "a-only", "b-only")) -> list[str]:
+    """Every stream name the templates give over the given fields (for the uniqueness test)."""
+    names = []
+    for template in STREAMS:
+        if "{a}" in template:
+            names += [template.format(a=a, b=b, part=part) for a, b in pairs for part in parts]
+        elif "{k}" in template:
+            names += [template.format(setting=s, k=k) for s in settings for k in ks]
+        elif "{setting}" in template:
+            names += [template.format(setting=s) for s in settings]
+        else:
+            names.append(template)
+    return names
