@@ -35,6 +35,7 @@ lab: setup
 
 bench: setup
 	$(PY) -m bench.bench_heads
+	$(PY) -m bench.bench_figures
 
 toy-model: setup
 	$(PY) -m helpers.toy.train

@@ -14,7 +14,9 @@ what a load from other processes changes least):
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
   and the speed-up N idle cores would give, N x CPU(1 worker) / CPU(N workers, children included);
 - the projected `make figures` time: each notebook's planned copies (helpers/steps.py) at the measured
-  per-copy time, divided by the idle-core speed-up of the workers.
+  per-copy time, divided by the idle-core speed-up of the workers;
+- bf16 on CPU (the `dtype` parameter) against fp32: the NCS call's time and the largest deviation of
+  the letter probabilities over a few items.
 
 Writes build/bench/figures.json and prints a table.
 """
@@ -36,6 +38,7 @@ from helpers.cache import ResultCache
 from helpers.controls import layer_matched_sets, with_controls
 from helpers.design import SETTINGS
 from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine.interventions import letter_probs_under
 from helpers.engine.mcq import letter_probs
 from helpers.headsets import load_settings
 from helpers.items import items_of
@@ -179,6 +182,21 @@ def projection(per_copy: dict, n_workers: int, speedup: float) -> dict:
     return out
 
 
+def bf16(lm, repeats: int) -> dict:
+    """An NCS call (S + 20 sets, image hidden) in bf16 against fp32: seconds and max |P_bf16 - P_fp32|."""
+    half = load_model("toy", dtype="bfloat16")
+    sets = torch.as_tensor(_sets(lm))
+    items = single_image_items(load_corpus("co"), 4, 0, "matched")
+    batches = [build_batch(lm.processor, [item]) for item in items]
+
+    def probs(model, batch):
+        return letter_probs_under(model, batch, sets, batch.image_mask, HIDE)  # [21, 4]
+
+    deviation = max(float((probs(half, b) - probs(lm, b)).abs().max()) for b in batches)
+    t = _interleaved({"fp32": lambda: probs(lm, batches[0]), "bf16": lambda: probs(half, batches[0])}, repeats)
+    return {"seconds": t, "speedup": t["fp32"] / t["bf16"], "max_abs_deviation": deviation, "items": len(items)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
@@ -190,6 +208,7 @@ def main() -> None:
     result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
     per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
     result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
+    result["bf16"] = bf16(lm, args.repeats)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
     out = paths.BENCH_OUT / "figures.json"
     out.write_text(json.dumps(result, indent=2))
@@ -221,6 +240,11 @@ def _print(result: dict) -> None:
     for notebook in ("03_cers", "04_ncs", "05_controls"):
         print(f"    {notebook:<14}{p[notebook]['copies']:>9,} copies {p[notebook]['seconds'] / 60:>6.1f} min")
     print(f"projected 03-05 at {p['workers']} workers: {p['total_minutes']:.1f} min")
+    b = result["bf16"]
+    print(
+        f"bf16 vs fp32 (NCS call): {b['speedup']:.2f}x, max |P_bf16 - P_fp32| {b['max_abs_deviation']:.3f} "
+        f"over {b['items']} items x 21 sets"
+    )
 
 
 if __name__ == "__main__":

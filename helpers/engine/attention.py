@@ -239,42 +239,60 @@ def _check_rows_present(state, layer, query_pos, batch) -> None:
 
 
 def _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos):
+    """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``.
+
+    Rows, keys, bias and mask belong to a batch row, not to a head, so the biased mask is built once per
+    batch row that carries heads (U of them) and shared by its heads; when every such row carries the same
+    number of heads here (a set and its layer-matched controls always do), the heads are laid out
+    [U, heads, r, D] and the mask broadcasts over them, else the mask is gathered per pair."""
     spec = state.intervene
     batch = query.shape[0]
-    pairs = spec.heads[:, layer].to(query.device).nonzero()  # [N, 2] (batch row, head)
+    pairs = spec.heads[:, layer].to(query.device).nonzero()  # [N, 2] (batch row, head), sorted by batch row
     if pairs.numel() == 0:
         return
     b, h = pairs[:, 0], pairs[:, 1]
-    gate = _select(spec.rows, query_pos, batch)[b] & visible[b].any(-1)  # [N, q]: chosen rows that see a key
+    carriers, pair_row = b.unique(return_inverse=True)  # [U] batch rows with heads here; [N] each pair's one
+    gate = _select(spec.rows, query_pos, batch)[carriers] & visible[carriers].any(-1)  # [U, q]: rows that see a key
     row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
         return
-    gate = gate[:, row_index]  # [N, r]
-    state.rows_hit[b[gate.any(1)].cpu()] = True
-    seen = visible[b][:, row_index]  # [N, r, k]
-    hit = _select(spec.keys, key_pos, batch)[b][:, None, :] & seen  # [N, r, k]: selected keys the row can see
-    state.keys_seen[b[(hit & gate[..., None]).flatten(1).any(1)].cpu()] = True
-    bias = spec.bias_per_row.to(query.device)[b]  # [N]
-    hides = bias == HIDE  # [N]
-    left = seen & ~(hit & hides[:, None, None])  # [N, r, k]: keys still visible after hiding
-    emptied = gate & ~left.any(-1)  # [N, r]
+    all_rows = row_index.numel() == query_pos.numel()
+    gate = gate if all_rows else gate[:, row_index]  # [U, r]
+    state.rows_hit[carriers[gate.any(1)].cpu()] = True
+    seen = visible[carriers] if all_rows else visible[carriers][:, row_index]  # [U, r, k]
+    hit = _select(spec.keys, key_pos, batch)[carriers][:, None, :] & seen  # [U, r, k]: selected keys it can see
+    state.keys_seen[carriers[(hit & gate[..., None]).flatten(1).any(1)].cpu()] = True
+    bias = spec.bias_per_row.to(query.device)[carriers]  # [U]
+    left = seen & ~(hit & (bias == HIDE)[:, None, None])  # [U, r, k]: keys still visible after hiding
+    emptied = gate & ~left.any(-1)  # [U, r]
     if emptied.any():
-        pair, row = emptied.nonzero()[0].tolist()
+        row_of, row = emptied.nonzero()[0].tolist()
         raise ValueError(
             f"the intervention hides every key that query row {int(query_pos[row_index[row]])} of batch row "
-            f"{int(b[pair])} can see (candidate layer {layer}, head {int(h[pair])}): its attention would be "
-            "undefined; hide fewer keys or leave that row out of Intervention.rows"
+            f"{int(carriers[row_of])} can see (candidate layer {layer}, head {int(h[pair_row == row_of][0])}): its "
+            "attention would be undefined; hide fewer keys or leave that row out of Intervention.rows"
         )
-    masked = mask[b, h][:, row_index]  # [N, r, k]
+    masked = mask[carriers, 0] if all_rows else mask[carriers, 0][:, row_index]  # [U, r, k]: every head's mask
     lowest = torch.finfo(mask.dtype).min
     biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
-    q_sel = query[b, h][:, row_index]  # [N, r, D]
+    q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
-    steered = scaled_dot_product_attention(
-        q_sel[None], k_sel[None], v_sel[None], attn_mask=biased_mask[None], scale=scaling
-    )[0]  # [N, r, D]
+    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, carriers.numel(), scaling)  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
-    output[where] = torch.where(gate[..., None], steered.to(output.dtype), output[where])
+    output[where] = torch.where(gate[pair_row][..., None], steered.to(output.dtype), output[where])
+
+
+def _attend(q_sel, k_sel, v_sel, row_mask, pair_row, n_rows: int, scaling) -> torch.Tensor:
+    """sdpa of each pair [N, r|k, D] under its batch row's mask row_mask [U, r, k] (pair_row: [N] -> U)."""
+    n_pairs, r, d = q_sel.shape
+    if n_pairs % n_rows == 0 and (pair_row.view(n_rows, -1) == pair_row.view(n_rows, -1)[:, :1]).all():
+        heads = n_pairs // n_rows  # every batch row carries `heads` pairs, consecutively
+        grouped = [t.reshape(n_rows, heads, -1, d) for t in (q_sel, k_sel, v_sel)]  # [U, heads, r|k, D]
+        out = scaled_dot_product_attention(*grouped, attn_mask=row_mask[:, None], scale=scaling)
+        return out.reshape(n_pairs, r, d)
+    return scaled_dot_product_attention(
+        q_sel[None], k_sel[None], v_sel[None], attn_mask=row_mask[pair_row][None], scale=scaling
+    )[0]
 
 
 def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) -> None:
