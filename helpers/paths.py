@@ -19,4 +19,16 @@ RUNS = ROOT / "runs"  # one folder per other run: another model, changed paramet
 BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screenshots (git-ignored)
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
+TOY_MODELS = HELPERS / "toy" / "models"  # the further toys: "toy-<name>" is TOY_MODELS / <name>
+
+
+def toy_folder(name: str) -> Path | None:
+    """The folder of a toy model name ("toy", "toy-qwen2vl", ...); None for any other name or path."""
+    if name == "toy":
+        return TOY_MODEL
+    if name.startswith("toy-") and "/" not in name:
+        return TOY_MODELS / name.removeprefix("toy-")
+    return None
+
+
 BENCH_OUT = BUILD / "bench"

@@ -1,4 +1,4 @@
-"""Load a VLM (hub id, local folder, or the embedded "toy") with the head-probe engine on its text backbone."""
+"""Load a VLM (hub id, local folder, or an embedded toy) with the head-probe engine on its text backbone."""
 
 from __future__ import annotations
 
@@ -42,15 +42,18 @@ def attn_implementation_for(config, name: str = ATTENTION) -> dict:
 def load_model(
     name_or_path: str, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
 ) -> LoadedModel:
-    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on."""
+    """Load a VLM by hub id or local folder ("toy": the embedded toy model; "toy-qwen2vl", "toy-llava", ...: the
+    further toys in helpers/toy/models/) with the head-probe engine on."""
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
-    path = str(paths.TOY_MODEL) if name_or_path == "toy" else name_or_path
-    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
-        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
+    toy = paths.toy_folder(name_or_path)
+    path = name_or_path if toy is None else str(toy)
+    if toy is not None and not toy.exists():
+        raise FileNotFoundError(f"the toy model {name_or_path!r} is not built yet: {toy} does not exist")
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    adapter = adapter_for(config)
+    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    adapter = adapter_for(config, processor)
     model = (
         AutoModelForImageTextToText.from_pretrained(
             path,
@@ -61,19 +64,20 @@ def load_model(
         .to(device)
         .eval()
     )
-    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
     return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path)
 
 
 def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:
     """A LoadedModel around a model built in memory (tests, benchmarks); it must run head-probe attention."""
-    return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)
+    return LoadedModel(
+        model=model.eval(), processor=processor, adapter=adapter_for(model.config, processor), name=name
+    )
 
 
 def model_fingerprint(lm: LoadedModel) -> str:
     """Identity of the weights for cache keys: a hub id as given; a local folder (or "toy") by its
     weight files' names, sizes and first/last MiB, so a retrained model gets new cache entries."""
-    folder = paths.TOY_MODEL if lm.name == "toy" else Path(lm.name)
+    folder = paths.toy_folder(lm.name) or Path(lm.name)
     if not folder.is_dir():
         return lm.name
     digest = hashlib.sha256()
