@@ -41,12 +41,23 @@ def _fail(name, value, allowed):
     raise ParameterError(f"parameter {name}={value!r} is not allowed; {allowed}")
 
 
-def _check_model(value):
+def _check_model(value, name="model"):
+    allowed = "use 'toy' (or 'toy-qwen2vl', 'toy-llava'), a local save_pretrained folder or a hub id like "
     if not isinstance(value, str) or not value:
-        _fail("model", value, "use 'toy', a local save_pretrained folder or a hub id like 'Qwen/Qwen3-VL-8B-Instruct'")
-    if value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value):
+        _fail(name, value, allowed + "'Qwen/Qwen3-VL-8B-Instruct'")
+    toy = paths.toy_folder(value)
+    if (toy is not None and toy.is_dir()) or Path(value).expanduser().is_dir() or HUB_ID.match(value):
         return value
-    _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+    toys = ", ".join(["toy", *sorted(f"toy-{p.name}" for p in paths.TOY_MODELS.glob("*") if p.is_dir())])
+    _fail(
+        name, value, f"it is neither an embedded toy ({toys}), an existing folder, nor a hub id of the form 'org/name'"
+    )
+
+
+def _check_models(value):
+    if isinstance(value, (list, tuple)) and value and len(set(value)) == len(value):
+        return [_check_model(v, "models") for v in value]
+    _fail("models", value, "use a non-empty list of distinct model names (toy names, folders or hub ids)")
 
 
 def _check_device(value):
@@ -166,6 +177,7 @@ def _check_corpus(name):
 
 CHECKS = {
     "model": _check_model,
+    "models": _check_models,
     "device": _check_device,
     "dtype": _check_dtype,
     "settings": _check_settings,
@@ -222,7 +234,7 @@ def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}
     checked = validate(values)
-    folders = runs.folders_for(checked.model, changed)
+    folders = runs.folders_for(getattr(checked, "model", "toy"), changed)  # 06 takes `models`: a toy run
     checked.out_dir = checked.out_dir or folders.out
     checked.data_dir = checked.data_dir or (folders.data if values["out_dir"] is None else checked.out_dir / "data")
     checked.cache_dir = checked.cache_dir or paths.CACHE

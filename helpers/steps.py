@@ -63,6 +63,13 @@ def _controls(p: dict) -> int:
     return n * 2 * (sets + 18 * (1 + r))
 
 
+def _cross_model(p: dict) -> int:
+    """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
+    arms, 8 sets' S + 1 steered to c and to d."""
+    per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
+    return len(p["models"]) * per_model
+
+
 STEPS = {
     "00_design": Step(
         writes={
@@ -126,6 +133,17 @@ STEPS = {
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
         forwards=_controls,
+    ),
+    "06_cross_model": Step(
+        writes={
+            "table22_baseline_audit": "table",
+            "table19_second_model": "table",
+            "table08_further_models": "table",
+            "table24_ood_models": "table",
+            "table27_pointing_models": "table",
+            "fig07_cross_model_overlap": "figure + table",
+        },
+        forwards=_cross_model,
     ),
 }
 
