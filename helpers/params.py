@@ -28,9 +28,10 @@ SIZE_MINIMUM = {
     "n_random_large": 2,
     "n_splits": 1,
     "n_boot": 10,
+    "n_pointing": 2,
 }
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50}
+SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50, "n_pointing": 4}
 
 
 class ParameterError(ValueError):
@@ -51,6 +52,20 @@ def _check_model(value, name="model"):
     toys = ", ".join(["toy", *sorted(f"toy-{p.name}" for p in paths.TOY_MODELS.glob("*") if p.is_dir())])
     _fail(
         name, value, f"it is neither an embedded toy ({toys}), an existing folder, nor a hub id of the form 'org/name'"
+    )
+
+
+def _check_benchmarks(value):
+    from helpers.pointing_convert import RECIPES  # the converters' recipes (a light module)
+
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and k.lower() in RECIPES and Path(str(v)).expanduser().exists() for k, v in value.items()
+    ):
+        return {k: Path(str(v)).expanduser().resolve() for k, v in value.items()}
+    _fail(
+        "benchmarks",
+        value,
+        f"use {{benchmark: existing .jsonl file or folder}} with benchmarks from {sorted(RECIPES)}",
     )
 
 
@@ -178,6 +193,7 @@ def _check_corpus(name):
 CHECKS = {
     "model": _check_model,
     "models": _check_models,
+    "benchmarks": _check_benchmarks,
     "device": _check_device,
     "dtype": _check_dtype,
     "settings": _check_settings,

@@ -60,6 +60,7 @@ class Task:
     family: str  # "synthetic" or "converted"
     shown: str  # what the model is shown and asked (Table 25)
     cells: Callable[[np.random.Generator, int], Cells]  # (rng, item index) -> Cells
+    source: str = ""  # a converted task's file digest (part of cache keys); "" for a synthetic task
 
 
 def assemble(task: Task, cells: Cells, variant: str, seed_key: tuple[int, ...]) -> Item:

@@ -16,6 +16,7 @@ A bad file stops with an error naming the file and the item: a missing image, an
 options, fewer (or more) than four options or images, a duplicate id.
 """
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -158,4 +159,5 @@ def converted_task(name: str, source: str | Path) -> Task:
         "overlay": "The photo four times, one option's text overlaid on each; the question in text.",
         "retrieval": "Four images; the question holds for one of them; the correct cell is that image.",
     }[recipe]
-    return Task(f"{name}_pointing", "converted", shown, cells)
+    digest = hashlib.sha256(_jsonl(Path(source)).read_bytes()).hexdigest()[:16]  # the file's items, for cache keys
+    return Task(f"{name}_pointing", "converted", shown, cells, source=digest)

@@ -65,9 +65,10 @@ def _controls(p: dict) -> int:
 
 def _cross_model(p: dict) -> int:
     """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
-    arms, 8 sets' S + 1 steered to c and to d."""
+    arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks."""
     per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
-    return len(p["models"]) * per_model
+    suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
+    return len(p["models"]) * (per_model + suite)
 
 
 STEPS = {
@@ -140,8 +141,12 @@ STEPS = {
             "table19_second_model": "table",
             "table08_further_models": "table",
             "table24_ood_models": "table",
-            "table27_pointing_models": "table",
             "fig07_cross_model_overlap": "figure + table",
+            "table25_pointing_tasks": "table",
+            "table22_pointing_audit": "table",
+            "table26_pointing_tasks": "table",
+            "table27_pointing_models": "table",
+            "table23_ood_pooled": "table",
         },
         forwards=_cross_model,
     ),

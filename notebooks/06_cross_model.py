@@ -37,6 +37,8 @@ eval_corpus = "co"
 n_strips = 40
 n_items = 20
 n_random = 20
+n_pointing = 20
+benchmarks = {}
 k = 0.087
 beta = 10.0
 batch_size = 64
@@ -68,18 +70,24 @@ from helpers.cross_model import (
 )
 from helpers.engine import load_model
 from helpers.figures.cross_model import plot_overlaps_per_model
-from helpers.stats import against_random
+from helpers.pointing import SYNTHETIC
+from helpers.pointing_convert import converted_task
+from helpers.pointing_runs import score_suite
+from helpers.stats import against_random, t_interval
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
+tasks = {**SYNTHETIC, **{t.name: t for t in (converted_task(b, path) for b, path in P.benchmarks.items())}}
 print(f"{len(P.models)} models; {P.n_strips} strips per corpus x query, {P.n_items} items, R = {P.n_random}")
+print(f"pointing suite: {len(tasks)} tasks x {P.n_pointing} items, each set against one layer-matched draw")
 
 # %% [markdown]
-# ## Per model: audit, discovery, NCS and CERS against layer-matched random sets
-# One model at a time is loaded; every run goes through the result cache.
+# ## Per model: audit, discovery, NCS and CERS against layer-matched random sets, the pointing suite
+# One model at a time is loaded; every run goes through the result cache. The pointing suite scores the
+# native sets (and cm-ref-qsp, co-ord-qsp for Table 23) on every task that passes its leak audit.
 
 # %%
-audit, results = [], {}
+audit, results, suites = [], {}, {}
 for name in P.models:
     lm = load_model(name, device=P.device, dtype=P.dtype)
     row = audit_row(audit_run(lm, P.eval_corpus, P.n_items, P.seed, cache), card_targets(name))
@@ -87,6 +95,10 @@ for name in P.models:
     means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.batch_size)
     runs = causal_runs(lm, sets, P.eval_corpus, P.n_items, P.n_random, P.seed, P.beta, cache, P.batch_size)
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
+    suite_sets = {
+        native: sets[s] for native, s in {**NATIVE, "cm-ref-qsp": "cm-ref-qsp", "co-ord-qsp": "co-ord-qsp"}.items()
+    }
+    suites[name] = score_suite(lm, tasks, suite_sets, P.n_pointing, P.seed, P.beta, cache, P.batch_size)
     print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
     del lm
 
@@ -146,23 +158,6 @@ display(report.reference("table08_further_models"))
 table24 = report.table(pd.DataFrame(rows24), "table24_ood_models", P.out_dir, "table24_ood_models")
 
 # %% [markdown]
-# ## Table 27 analogue: CERS of the native sets on the grid
-# The paper scores its pointing suite (14 tasks) with flat top-20 sets; here the one grid task of the toy
-# (the 2x2 grid of notebook 03) with the native sets of this notebook. Baseline acc.: the clean grid
-# accuracy; random: the mean over the three native sets' random draws.
-
-# %%
-rows = []
-for name, res in results.items():
-    runs = res["runs"]
-    row = {"model": name, "audit": res["audit"], "baseline acc": runs[NATIVE["ord-last"]]["grid accuracy"]}
-    row |= {native: runs[s]["cers"][:, 0].mean() for native, s in NATIVE.items()}
-    row["random"] = np.mean([runs[s]["cers"][:, 1].mean() for s in NATIVE.values()])
-    rows.append(row)
-table27 = report.table(pd.DataFrame(rows), "table27_pointing_models", P.out_dir)
-display(report.reference("table27_pointing_models"))
-
-# %% [markdown]
 # ## Figure 7: the native sets' overlap with each other and with a uniform random draw
 # Per model, top-k overlaps of the COCO ord-last, ref-qspan and ref-out sets, and the mean overlap of
 # ord-last and ref-qspan with 1,000 uniform draws of k heads (chance k² / heads), per 100 heads of the set;
@@ -179,3 +174,72 @@ overlaps = pd.DataFrame(
 paper7 = report.reference("fig07_overlap_ranges")
 overlaps = report.table(overlaps, "fig07_cross_model_overlap", P.out_dir, "fig07_overlap_ranges", on="pair")
 report.figure(plot_overlaps_per_model(overlaps, paper7), "fig07_cross_model_overlap", P.out_dir)
+
+# %% [markdown]
+# ## The pointing suite: Table 25 (the tasks) and its leak audit (Table 22 per task)
+# Every task is the same 2x2 apparatus; the registry says how its cells and options are made. The audit
+# runs before any task is scored; a task outside the expected ranges on a model is flagged and not scored
+# on that model. Converted benchmarks join through `benchmarks` ({"CountBenchQA": "path/items.jsonl", ...}).
+
+# %%
+table25 = pd.DataFrame([{"task": t.name, "family": t.family, "shown and asked": t.shown} for t in tasks.values()])
+report.table(table25, "table25_pointing_tasks", P.out_dir)
+pointing_audit = pd.DataFrame(
+    [{"model": m, "task": t, **row} for m, (audits, _) in suites.items() for t, row in audits.items()]
+)
+report.table(pointing_audit, "table22_pointing_audit", P.out_dir)
+
+# %% [markdown]
+# ## Table 26: per task, CERS of the ord-last set against its layer-matched draw
+# (the paper: flat top-20 on Qwen3-VL-8B, N = 80 per task; here the native top-k of each model).
+
+# %%
+rows = []
+for m, (_, scores) in suites.items():
+    for t in tasks:
+        if t not in scores:
+            rows.append({"model": m, "task": t, "scored": False})
+            continue
+        values = scores[t]["cers"]["ord-last"]  # [N, 2]: S, its draw
+        rows.append({"model": m, "task": t, "scored": True, "ord-last": values[:, 0].mean()})
+        rows[-1] |= {"random": values[:, 1].mean(), "gap": values[:, 0].mean() - values[:, 1].mean()}
+table26 = report.table(pd.DataFrame(rows), "table26_pointing_tasks", P.out_dir)
+display(report.reference("table26_pointing_tasks"))
+
+# %% [markdown]
+# ## Table 27: pointing-suite CERS per model, pooled over the tasks that pass the audit
+# Baseline acc.: the clean grid accuracy over those tasks; random: the mean of the three native sets' draws.
+
+# %%
+rows = []
+for m, (audits, scores) in suites.items():
+    row = {"model": m, "audit": results[m]["audit"], "tasks scored": f"{len(scores)}/{len(tasks)}"}
+    if scores:
+        row["baseline acc"] = np.mean([audits[t]["plain accuracy"] for t in scores])
+        pooled = {n: np.concatenate([scores[t]["cers"][n] for t in scores]) for n in NATIVE}  # [N tasks, 2]
+        row |= {n: v[:, 0].mean() for n, v in pooled.items()}
+        row["random"] = np.mean([v[:, 1].mean() for v in pooled.values()])
+    rows.append(row)
+table27 = report.table(pd.DataFrame(rows), "table27_pointing_models", P.out_dir)
+display(report.reference("table27_pointing_models"))
+
+# %% [markdown]
+# ## Table 23: CERS and NCS pooled over the scored tasks, three query-span sets and their draws
+# 95% t-intervals over items (the paper: a bootstrap for NCS).
+
+# %%
+rows = []
+for m, (_, scores) in suites.items():
+    for n in ("cm-ref-qsp", "ref-qspan", "co-ord-qsp"):
+        if not scores:
+            continue
+        pooled = {measure: np.concatenate([scores[t][measure][n] for t in scores]) for measure in ("cers", "ncs")}
+        for column, label in ((0, n), (1, f"{n} random")):
+            row = {"model": m, "head set": label.replace("ref-qspan", "co-ref-qsp")}
+            for measure, values in pooled.items():
+                mean, low, high = t_interval(values[:, column])
+                row |= {measure.upper(): mean, f"{measure.upper()} low": low, f"{measure.upper()} high": high}
+            rows.append(row)
+table23 = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["model", "head set"])  # no model scored a task
+table23 = report.table(table23, "table23_ood_pooled", P.out_dir)
+display(report.reference("table23_ood_pooled"))
