@@ -30,7 +30,7 @@
 # "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]' -p n_strips 400 -p n_items 400`.
 
 # %% tags=["parameters"]
-models = ["toy", "toy-qwen2vl"]
+models = ["toy", "toy-qwen2vl", "toy-llava"]
 device = "cpu"
 dtype = "float32"
 eval_corpus = "co"

@@ -39,7 +39,7 @@ def card_text(folder: Path) -> str:
     verdict = (
         "All eight targets are met."
         if not missed
-        else f"**It misses {len(missed)} of the eight targets ({', '.join(missed)})**: notebook 06 reports it as "
+        else f"**It misses {len(missed)} of the eight targets ({'; '.join(missed)})**: notebook 06 reports it as "
         "failing the baseline audit, and its head-level results are not evidence about a model that solves the tasks."
     )
     lines = [
