@@ -24,13 +24,14 @@
 # Tables 8, 24 and 27). The paper's check (Table 19): the referring + query-span
 # set is the one that beats all 20 random sets on every model; the last-token sets do not.
 #
-# Defaults are CPU sizes for the embedded toys (Qwen3-VL, Qwen2-VL and LLaVA; helpers/toy/models/):
-# 40 strips per corpus x query for discovery and 20 evaluation items (the paper: 400), R = 20 as in
-# Table 19. On a GPU pass hub ids, e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct",
-# "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]' -p n_strips 400 -p n_items 400`.
+# Defaults are CPU sizes for the embedded toys (the shipped Qwen3-VL; Qwen2-VL, LLaVA and a second
+# Qwen3-VL seed from helpers/toy/models/): 40 strips per corpus x query for discovery, 20 evaluation items
+# and 20 items per pointing task (the paper: 400 and 80), R = 20 as in Table 19. On a GPU pass hub ids,
+# e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
+# -p n_strips 400 -p n_items 400 -p n_pointing 80`.
 
 # %% tags=["parameters"]
-models = ["toy", "toy-qwen2vl", "toy-llava"]
+models = ["toy", "toy-qwen2vl", "toy-llava", "toy-qwen3vl-seed1"]
 device = "cpu"
 dtype = "float32"
 eval_corpus = "co"

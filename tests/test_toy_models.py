@@ -17,7 +17,7 @@ from helpers.toy.evaluate import THRESHOLDS
 from helpers.toy.tasks import build_items
 from tests.test_heads import ORACLE, _oracle_bias
 
-TOYS = {"toy-qwen2vl": "qwen2_vl", "toy-llava": "llava"}  # name -> family
+TOYS = {"toy-qwen2vl": "qwen2_vl", "toy-llava": "llava", "toy-qwen3vl-seed1": "qwen3_vl"}  # name -> family
 
 
 @pytest.fixture(scope="module", params=sorted(TOYS))
