@@ -16,11 +16,12 @@ from helpers.cache import ResultCache, code_version
 from helpers.controls import layer_matched_controls, with_controls
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all
+from helpers.engine.attention import HIDE
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.necessity import ncs, necessity_run
 from helpers.overlap import overlap, random_overlaps, top_k
-from helpers.steering import cers, steering_run
+from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
 from helpers.stimuli import grid_items, load_corpus, single_image_items
 
 # Table 22's four baselines: (stimulus, expected range of the mean P(correct)) without any intervention
@@ -42,7 +43,10 @@ QSP_OUT = ("cm-ref-qsp", "co-ref-qsp", "co-ord-qsp", "cm-ord-qsp", "co-ref-out")
 LAST = "cm-ord-last"
 # Figure 7 and Table 27: the native set of each query's own source, COCO discovery
 NATIVE = {"ord-last": "co-ord-last", "ref-qspan": "co-ref-qsp", "ref-out": "co-ref-out"}
-SETTINGS_06 = tuple(dict.fromkeys([*TABLE19, *QSP_OUT, LAST, *NATIVE.values()]))  # every set 06 scores
+CAUSAL = tuple(dict.fromkeys([*TABLE19, *QSP_OUT, LAST, *NATIVE.values()]))  # the sets of Tables 19, 8, 24
+# Table 16: region-contrast NCS and symmetric CERS on the grid, the five cm settings the paper's text gives
+TABLE16 = ("cm-ord-last", "cm-ord-out", "cm-ord-qsp", "cm-ref-last", "cm-ref-out")
+SETTINGS_06 = tuple(dict.fromkeys([*CAUSAL, *TABLE16]))  # every set 06 discovers
 
 
 def card_targets(model: str) -> tuple[int, int] | None:
@@ -113,6 +117,19 @@ def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, s
         steered = steering_run(lm, corpus, n_items, seed, one_draw, beta, "all", cache, sets_per_forward=batch)
         accuracy = float((steered["p_clean"].argmax(1) == steered["correct"]).mean())
         out[s] = {"ncs": ncs(masked), "cers": cers(steered), "grid accuracy": accuracy}
+    return out
+
+
+def region_contrast_runs(lm, head_sets: dict, corpus, n_items, n_random, seed, beta, cache, batch) -> dict:
+    """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
+    grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.steering)."""
+    controls = layer_matched_controls(head_sets, n_random, seed)  # setting -> [R, L, H]
+    out = {}
+    for s, head_set in head_sets.items():
+        sets = with_controls(head_set, controls[s])  # [1 + R, L, H]
+        hidden = steering_run(lm, corpus, n_items, seed, sets, HIDE, "all", cache, sets_per_forward=batch)
+        steered = steering_run(lm, corpus, n_items, seed, sets, beta, "all", cache, sets_per_forward=batch)
+        out[s] = {"NCS_grid": ncs_grid(hidden), "symmetric CERS": symmetric_cers(steered)}
     return out
 
 

@@ -65,10 +65,12 @@ def _controls(p: dict) -> int:
 
 def _cross_model(p: dict) -> int:
     """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
-    arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks."""
+    arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks; Table 16's 5 sets' S + R
+    with a cell hidden and steered (an upper bound: only models that pass the audit run it)."""
     per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
     suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
-    return len(p["models"]) * (per_model + suite)
+    table16 = 5 * (1 + p["n_random"]) * p["n_items"] * 4  # passing models only; counted for every model here
+    return len(p["models"]) * (per_model + suite + table16)
 
 
 STEPS = {
@@ -139,6 +141,7 @@ STEPS = {
         writes={
             "table22_baseline_audit": "table",
             "table19_second_model": "table",
+            "table16_region_contrast": "table",
             "table08_further_models": "table",
             "table24_ood_models": "table",
             "fig07_cross_model_overlap": "figure + table",
