@@ -29,9 +29,19 @@ SIZE_MINIMUM = {
     "n_splits": 1,
     "n_boot": 10,
     "n_pointing": 2,
+    "n_random_grid": 2,
 }
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {"n_items": 8, "n_strips": 8, "n_random": 3, "n_random_large": 4, "n_splits": 5, "n_boot": 50, "n_pointing": 4}
+SMOKE = {
+    "n_items": 8,
+    "n_strips": 8,
+    "n_random": 3,
+    "n_random_large": 4,
+    "n_splits": 5,
+    "n_boot": 50,
+    "n_pointing": 4,
+    "n_random_grid": 3,
+}
 
 
 class ParameterError(ValueError):

@@ -69,7 +69,7 @@ def _cross_model(p: dict) -> int:
     with a cell hidden and steered (an upper bound: only models that pass the audit run it)."""
     per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
     suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
-    table16 = 5 * (1 + p["n_random"]) * p["n_items"] * 4  # passing models only; counted for every model here
+    table16 = 5 * (1 + p["n_random_grid"]) * p["n_items"] * 4  # passing models only; counted for every model here
     return len(p["models"]) * (per_model + suite + table16)
 
 
