@@ -37,5 +37,7 @@ bench: setup
 	$(PY) -m bench.bench_heads
 	$(PY) -m bench.bench_figures
 
+# make toy-model                     the shipped Qwen3-VL toy (helpers/toy/model)
+# make toy-model FAMILY=qwen2_vl     a further toy (helpers/toy/models/qwen2vl); ARGS="--seed 1 --name ..." for more
 toy-model: setup
-	$(PY) -m helpers.toy.train
+	$(PY) -m helpers.toy.train $(if $(FAMILY),--family $(FAMILY)) $(ARGS)

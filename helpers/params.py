@@ -32,6 +32,8 @@ SIZE_MINIMUM = {
     "n_random_large": 2,
     "n_splits": 1,
     "n_boot": 10,
+    "n_pointing": 2,
+    "n_random_grid": 2,
 }
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
 SMOKE = {
@@ -41,6 +43,8 @@ SMOKE = {
     "n_random_large": sizes.SMOKE_RANDOM,
     "n_splits": 5,
     "n_boot": 50,
+    "n_pointing": 4,
+    "n_random_grid": 3,
 }
 
 
@@ -52,19 +56,46 @@ def _fail(name, value, allowed):
     raise ParameterError(f"parameter {name}={value!r} is not allowed; {allowed}")
 
 
-def _check_model(value):
+def _check_model(value, name="model"):
+    allowed = "use 'toy' (or 'toy-qwen2vl', 'toy-llava'), a local save_pretrained folder or a hub id like "
     if not isinstance(value, str) or not value:
-        _fail("model", value, "use 'toy', a local save_pretrained folder or a hub id like 'Qwen/Qwen3-VL-8B-Instruct'")
-    if not (value == "toy" or Path(value).expanduser().is_dir() or HUB_ID.match(value)):
-        _fail("model", value, "it is neither 'toy', an existing folder, nor a hub id of the form 'org/name'")
+        _fail(name, value, allowed + "'Qwen/Qwen3-VL-8B-Instruct'")
+    toy = paths.toy_folder(value)
+    if not ((toy is not None and toy.is_dir()) or Path(value).expanduser().is_dir() or HUB_ID.match(value)):
+        toys = ", ".join(["toy", *sorted(f"toy-{p.name}" for p in paths.TOY_MODELS.glob("*") if p.is_dir())])
+        _fail(
+            name,
+            value,
+            f"it is neither an embedded toy ({toys}), an existing folder, nor a hub id of the form 'org/name'",
+        )
     folder = Path(value).expanduser()
-    if folder.is_dir() and not (folder / "config.json").is_file():
-        _fail("model", value, f"the folder {folder} holds no config.json; pass a save_pretrained folder")
+    if toy is None and folder.is_dir() and not (folder / "config.json").is_file():
+        _fail(name, value, f"the folder {folder} holds no config.json; pass a save_pretrained folder")
     try:
-        model_folder(str(folder) if folder.is_dir() else value)
-    except FileNotFoundError as error:  # the toy not built, or a hub id not cached while offline
-        _fail("model", value, str(error))
+        model_folder(str(folder) if toy is None and folder.is_dir() else value)
+    except FileNotFoundError as error:  # a toy not built, or a hub id not cached while offline
+        _fail(name, value, str(error))
     return value
+
+
+def _check_benchmarks(value):
+    from helpers.pointing_convert import RECIPES  # the converters' recipes (a light module)
+
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and k.lower() in RECIPES and Path(str(v)).expanduser().exists() for k, v in value.items()
+    ):
+        return {k: Path(str(v)).expanduser().resolve() for k, v in value.items()}
+    _fail(
+        "benchmarks",
+        value,
+        f"use {{benchmark: existing .jsonl file or folder}} with benchmarks from {sorted(RECIPES)}",
+    )
+
+
+def _check_models(value):
+    if isinstance(value, (list, tuple)) and value and len(set(value)) == len(value):
+        return [_check_model(v, "models") for v in value]
+    _fail("models", value, "use a non-empty list of distinct model names (toy names, folders or hub ids)")
 
 
 def _check_device(value):
@@ -233,6 +264,8 @@ def _check_corpus(name):
 
 CHECKS = {
     "model": _check_model,
+    "models": _check_models,
+    "benchmarks": _check_benchmarks,
     "device": _check_device,
     "dtype": _check_dtype,
     "settings": _check_settings,
@@ -332,7 +365,7 @@ def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}
     checked = validate(values)
-    folders = runs.folders_for(checked.model, changed)
+    folders = runs.folders_for(getattr(checked, "model", "toy"), changed)  # 06 takes `models`: a toy run
     checked.out_dir = checked.out_dir or folders.out
     checked.data_dir = checked.data_dir or (folders.data if values["out_dir"] is None else checked.out_dir / "data")
     checked.cache_dir = checked.cache_dir or paths.CACHE

@@ -20,4 +20,16 @@ BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screen
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
 FINGERPRINTS = ROOT / ".cache" / "fingerprints.json"  # content hashes of model and corpus files (helpers.files)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
+TOY_MODELS = HELPERS / "toy" / "models"  # the further toys: "toy-<name>" is TOY_MODELS / <name>
+
+
+def toy_folder(name: str) -> Path | None:
+    """The folder of a toy model name ("toy", "toy-qwen2vl", ...); None for any other name or path."""
+    if name == "toy":
+        return TOY_MODEL
+    if name.startswith("toy-") and "/" not in name:
+        return TOY_MODELS / name.removeprefix("toy-")
+    return None
+
+
 BENCH_OUT = BUILD / "bench"

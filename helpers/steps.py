@@ -74,6 +74,16 @@ def _controls(p: dict) -> int:
     return n * 2 * (sets + 18 * (1 + r))
 
 
+def _cross_model(p: dict) -> int:
+    """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
+    arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks; Table 16's 5 sets' S + R
+    with a cell hidden and steered (an upper bound: only models that pass the audit run it)."""
+    per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
+    suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
+    table16 = 5 * (1 + p["n_random_grid"]) * p["n_items"] * 4  # passing models only; counted for every model here
+    return len(p["models"]) * (per_model + suite + table16)
+
+
 def _protocol(p: dict) -> int:
     """The report card of every head-set in `heads` at its profile's sizes (helpers/profiles.py)."""
     return sum(forward_copies(sizes_for(p["profile"], p["sizes"], p["smoke"]), len(p["heads"])).values())
@@ -145,6 +155,22 @@ STEPS = {
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
         out_reads=("table01_overlap_by_factor.csv", "table03_cers.csv", "table03_ncs.csv", "ncs_source_contrast.csv"),
         forwards=_controls,
+    ),
+    "06_cross_model": Step(
+        writes={
+            "table22_baseline_audit": "table",
+            "table19_second_model": "table",
+            "table16_region_contrast": "table",
+            "table08_further_models": "table",
+            "table24_ood_models": "table",
+            "fig07_cross_model_overlap": "figure + table",
+            "table25_pointing_tasks": "table",
+            "table22_pointing_audit": "table",
+            "table26_pointing_tasks": "table",
+            "table27_pointing_models": "table",
+            "table23_ood_pooled": "table",
+        },
+        forwards=_cross_model,
     ),
     # reads its `heads` (head-set files, or setting names in data/headsets/); writes report.md, report.html
     # and card.json into the run's notebooks/ folder, beside the executed notebook

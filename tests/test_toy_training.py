@@ -4,11 +4,13 @@ batches the evaluation and the engine use, and every answer turn carries a total
 import numpy as np
 import pytest
 import torch
-from transformers import AutoProcessor
+from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine import build_batch
+from helpers.engine.adapters import adapter_for
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import SyntheticCorpus
+from helpers.toy.build import build_config, build_processor
 from helpers.toy.tasks import RETARGETABLE, build_items
 from helpers.toy.train import (
     ADAPT_RANGE,
@@ -23,6 +25,7 @@ from helpers.toy.train import (
     image_word_targets,
     initialise,
     place_word_loss,
+    region_tokens,
     sample_conversations,
     stage_mixture,
 )
@@ -164,3 +167,31 @@ def test_place_word_loss_is_the_summed_place_cross_entropy_at_the_mentions():
     expected = -sum(logits[b, t].log_softmax(-1)[place[b, t]] for b, t in ((0, 3), (1, 1), (1, 4)))
     assert torch.allclose(place_word_loss(model, hidden, place), expected, atol=1e-5)
     assert place_word_loss(model, hidden, torch.full((2, 5), -100)).item() == 0.0
+
+
+@pytest.mark.parametrize("family, tokens_per_panel", [("qwen3_vl", 1), ("qwen2_vl", 1), ("llava", 6)])
+def test_region_tokens_average_each_regions_image_tokens(family, tokens_per_panel):
+    processor = build_processor(family)
+    model = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, family, layers=2))
+    adapter = adapter_for(model.config, processor)
+    strip = build_items("strip_ord", SyntheticCorpus("cm"), 1, 3)[0]
+    inputs, *_ = conversation_batch(processor, [[strip]])
+    embeds = torch.randn(*inputs["input_ids"].shape, 4)  # [1, T, 4]
+    regions = region_tokens(adapter, inputs, [[strip]], embeds)  # [6, 4]
+    image = (inputs["input_ids"][0] == processor.image_token_id).nonzero().flatten()
+    assert image.numel() == 6 * tokens_per_panel
+    first = adapter.region_positions(inputs, strip.boxes["panel 1"], strip.image.size)
+    assert first.numel() == tokens_per_panel and set(first.tolist()) <= set(image.tolist())
+    torch.testing.assert_close(regions[0], embeds[0, first].mean(0))
+
+
+def test_initialise_freezes_the_llava_towers_position_table_and_leaves_qwen2_vl_without_one():
+    processor = build_processor("llava")
+    llava = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, "llava", layers=2))
+    initialise(llava)
+    table = llava.model.vision_tower.embeddings.position_embedding.weight
+    assert not table.requires_grad and abs(table.std().item() - POSITION_TABLE_STD) < 0.1 * POSITION_TABLE_STD
+    processor = build_processor("qwen2_vl")
+    qwen2 = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, "qwen2_vl", layers=2))
+    initialise(qwen2)  # no QK-norm, no position table: nothing to set
+    assert all(p.requires_grad for p in qwen2.parameters())

@@ -489,9 +489,14 @@ def text_config_path(config) -> list[str]:
     return path
 
 
-def adapter_for(config) -> Adapter:
+def adapter_for(config, processor=None) -> Adapter:
     """The adapter of a model config: the family's hand-written one, else the generic one; an unsupported
-    family raises, listing the supported ones and why the generic adapter does not apply."""
-    if config.model_type in ADAPTERS:
-        return ADAPTERS[config.model_type](config)
-    return generic_adapter(config)
+    family raises, listing the supported ones and why the generic adapter does not apply. With the model's
+    ``processor``, LLaVA's grid follows its image processor: CLIP's centre crop (``do_center_crop``, the
+    default) or, without it, the whole image resized onto the square (the LLaVA toy)."""
+    if config.model_type not in ADAPTERS:
+        return generic_adapter(config)
+    adapter = ADAPTERS[config.model_type](config)
+    if config.model_type == "llava" and processor is not None:
+        adapter.crop = bool(getattr(processor.image_processor, "do_center_crop", True))
+    return adapter

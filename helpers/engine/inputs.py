@@ -22,7 +22,7 @@ from helpers.stimuli import Item
 @dataclass
 class Batch:
     inputs: dict  # processor output for model(**inputs): input_ids [B, T], attention_mask [B, T],
-    # pixel_values [P, D], image_grid_thw [B, 3], mm_token_type_ids [B, T]
+    # pixel_values (Qwen: [P, D] with image_grid_thw [B, 3]; LLaVA: [B, 3, H, W])
     query_mask: torch.Tensor  # [B, T] bool: tokens overlapping the item's query span
     last_prompt_mask: torch.Tensor  # [B, T] bool: one True per row, the last token before the answer
     answer_mask: torch.Tensor  # [B, T] bool: the appended answer's tokens (all False without answers)
@@ -59,7 +59,6 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
     image_token = processor.image_token
-    merge_area = processor.image_processor.merge_size**2
 
     prompts = [render_prompt(processor, item) for item in items]
     for item, prompt in zip(items, prompts):
@@ -81,7 +80,8 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
         return_tensors="pt",
     )
     offsets = encoded.pop("offset_mapping")  # [B, T, 2], chars of expanded text
-    n_image_tokens = (encoded["image_grid_thw"].prod(dim=1) // merge_area).tolist()  # [B]
+    # the processor expands each row's one placeholder to this many copies of itself (any family that does so)
+    n_image_tokens = (encoded["input_ids"] == processor.image_token_id).sum(dim=1).tolist()  # [B]
 
     B, T = encoded["input_ids"].shape
     query_mask, last_prompt_mask, answer_mask, end_mask, prompt_text_mask = (

@@ -1,4 +1,4 @@
-"""Load a VLM (hub id, local folder, or the embedded "toy") with the head-probe engine on its text backbone."""
+"""Load a VLM (hub id, local folder, or an embedded toy) with the head-probe engine on its text backbone."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def attn_implementation_for(config, name: str = ATTENTION) -> dict:
 def load_model(
     name_or_path: str, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
 ) -> LoadedModel:
-    """Load a VLM by hub id or local folder ("toy": the embedded toy model) with the head-probe engine on.
+    """Load a VLM by hub id or local folder ("toy": the embedded toy model; "toy-qwen2vl", "toy-llava", ...: the
+    further toys in helpers/toy/models/) with the head-probe engine on.
 
     ``device`` "auto": cuda when available, else cpu; ``dtype`` "auto": bfloat16 on cuda, else float32."""
     device = resolve_device(device)
@@ -86,7 +87,8 @@ def load_model(
     folder = model_folder(name_or_path)
     path = str(folder) if folder is not None else name_or_path  # None: a hub id to download
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    adapter = adapter_for(config)
+    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    adapter = adapter_for(config, processor)
     model = (
         AutoModelForImageTextToText.from_pretrained(
             path,
@@ -98,7 +100,6 @@ def load_model(
         .to(device)
         .eval()
     )
-    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
     folder = folder or hub_snapshot(name_or_path)
     return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path, folder=folder)
 
@@ -107,9 +108,10 @@ def model_folder(name_or_path: str) -> Path | None:
     """The folder a model loads from: the toy's, a local folder, or a hub id's snapshot in the local Hugging
     Face cache; None for a hub id still to be downloaded. Offline (HF_HUB_OFFLINE), a hub id that is not
     cached fails here at once instead of after the hub client's retries."""
-    if name_or_path == "toy" and not paths.TOY_MODEL.exists():
-        raise FileNotFoundError(f"the toy model is not built yet: {paths.TOY_MODEL} does not exist")
-    if name_or_path == "toy" or Path(name_or_path).is_dir():
+    toy = paths.toy_folder(name_or_path)
+    if toy is not None and not toy.exists():
+        raise FileNotFoundError(f"the toy model {name_or_path!r} is not built yet: {toy} does not exist")
+    if toy is not None or Path(name_or_path).is_dir():
         return known_folder(name_or_path)
     folder = hub_snapshot(name_or_path)  # a name that is no hub id raises here
     if folder is None and huggingface_hub.constants.HF_HUB_OFFLINE:
@@ -123,8 +125,9 @@ def model_folder(name_or_path: str) -> Path | None:
 
 def known_folder(name_or_path: str) -> Path | None:
     """model_folder without downloading or raising: None when the model is not on this machine."""
-    if name_or_path == "toy":
-        return paths.TOY_MODEL if paths.TOY_MODEL.exists() else None
+    toy = paths.toy_folder(name_or_path)
+    if toy is not None:
+        return toy if toy.exists() else None
     if Path(name_or_path).is_dir():
         return Path(name_or_path).resolve()
     try:
@@ -156,7 +159,9 @@ def hub_snapshot(repo_id: str) -> Path | None:
 
 def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:
     """A LoadedModel around a model built in memory (tests, benchmarks); it must run head-probe attention."""
-    return LoadedModel(model=model.eval(), processor=processor, adapter=adapter_for(model.config), name=name)
+    return LoadedModel(
+        model=model.eval(), processor=processor, adapter=adapter_for(model.config, processor), name=name
+    )
 
 
 def model_fingerprint(lm) -> str:

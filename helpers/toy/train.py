@@ -1,6 +1,12 @@
-"""Train the embedded toy Qwen3-VL from scratch and save it to helpers/toy/model (`make toy-model`).
+"""Train an embedded toy VLM from scratch: the shipped Qwen3-VL to helpers/toy/model (`make toy-model`), a
+further family to helpers/toy/models/<name>/ (`make toy-model FAMILY=qwen2_vl`).
 
-    .venv/bin/python -m helpers.toy.train [--steps N] [--batch-size B] [--max-minutes M]
+    .venv/bin/python -m helpers.toy.train [--family F] [--layers L] [--seed S] [--name NAME]
+        [--steps N] [--batch-size B] [--max-minutes M]
+
+Every family trains on the same data, curriculum and losses; only the model (helpers.toy.build) and its
+initialisation differ. The Qwen3-VL run writes its log and accuracies beside its folder (helpers/toy/),
+every other run into its own folder.
 
 The schedule is by progress, the larger of step / steps and elapsed / budget: on a slow or shared CPU
 the `--max-minutes` budget ends the run early and the stages and the cosine decay follow elapsed time
@@ -8,9 +14,9 @@ the `--max-minutes` budget ends the run early and the stages and the cosine deca
 the running losses.
 
 Rebuilds tokenizer/processor/config (helpers.toy.build), trains on a mixture of every task on both
-synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to helpers/toy/training_log.csv,
+synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to training_log.csv,
 saves fp32 weights + processor with `save_pretrained`, reloads the saved folder and
-writes its held-out accuracies to helpers/toy/heldout_accuracy.json.
+writes its held-out accuracies to heldout_accuracy.json.
 
 Curriculum: two OPENINGS, each until its skill is learned (a loss gate) or its share of the run is
 spent: the text arm alone until the option lookup is learned, then naming and describing at twice the
@@ -40,18 +46,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen3VLForConditionalGeneration
+from transformers import AutoModelForImageTextToText, AutoProcessor
 
+from helpers.engine.adapters import adapter_for
 from helpers.engine.inputs import overlap_mask, render_prompt
-from helpers.paths import HELPERS, TOY_MODEL
+from helpers.paths import HELPERS, TOY_MODEL, TOY_MODELS
 from helpers.stimuli import Item, SyntheticCorpus
-from helpers.toy.build import build_config, build_processor
+from helpers.toy.build import FAMILIES, build_config, build_processor
+from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate
 from helpers.toy.tasks import RETARGETABLE, build_items, retarget
 
 TOY_DIR = HELPERS / "toy"
-LOG_CSV = TOY_DIR / "training_log.csv"
-ACCURACY_JSON = TOY_DIR / "heldout_accuracy.json"
 TRAIN_SEED_BASE = 10_000
 # The run goes through three stages, each a mixture of tasks (share of the conversations of a step),
 # switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
@@ -249,8 +255,9 @@ def conversation_batch(
         return_tensors="pt",
     )
     offsets = encoded.pop("offset_mapping")  # [B, T, 2], expanded text
-    merge_area = processor.image_processor.merge_size**2
-    shifts = ((encoded["image_grid_thw"].prod(dim=1) // merge_area - 1) * len(processor.image_token)).tolist()
+    # the one placeholder of each row is expanded to n copies of itself: later chars move by (n - 1) x its length
+    n_image = (encoded["input_ids"] == processor.image_token_id).sum(dim=1)  # [B]
+    shifts = ((n_image - 1) * len(processor.image_token)).tolist()
     answer_weight = torch.zeros(encoded["input_ids"].shape)  # [B, T]
     for row, spans in enumerate(answer_spans):
         for start, end in spans:
@@ -268,8 +275,8 @@ def conversation_batch(
 
 
 def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[int]]:
-    """Per image token of the batch (images in batch order, each image's tokens in reading order: panels
-    1-6, cells A-D, or the single image): the token ids it must name, its region's class words (none on a
+    """Per region of the batch (rows in batch order, each image's regions in reading order: panels 1-6,
+    cells A-D, or the single image): the token ids its image tokens must name, its class words (none on a
     blank grid) and its place, the panel's digit or the cell's letter (none for a single image)."""
     targets = []
     for turns in conversations:
@@ -281,14 +288,24 @@ def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[
     return targets
 
 
+def region_tokens(adapter, inputs: dict, conversations: list[list[Item]], embeds: torch.Tensor) -> torch.Tensor:
+    """[N, hidden]: per region of the batch (the order of image_word_targets), the mean over the region's image
+    tokens (the family's adapter maps its box to them) of `embeds` [B, T, hidden], the language model's input:
+    one token per region in the Qwen toys, 6 or 9 in the LLaVA toy."""
+    rows = []
+    for row, turns in enumerate(conversations):
+        item = turns[0]
+        for box in item.boxes.values():
+            rows.append(embeds[row, adapter.region_positions(inputs, box, item.image.size, batch_index=row)].mean(0))
+    return torch.stack(rows)
+
+
 def image_word_loss(model, image_tokens: torch.Tensor, targets: list[list[int]]) -> torch.Tensor:
-    """Summed over image tokens: the mean cross-entropy of each token's target words, read from the
-    token (`image_tokens` [N, hidden], the vision tower's merged output) through the language model's
-    final norm and tied output head."""
+    """Summed over regions: the mean cross-entropy of each region's target words, read from its image
+    tokens (`image_tokens` [N, hidden], region_tokens of the vision features as the language model
+    receives them) through the language model's final norm and tied output head."""
     if image_tokens.shape[0] != len(targets):
-        raise ValueError(
-            f"{image_tokens.shape[0]} image tokens but {len(targets)} regions: one token per region expected"
-        )
+        raise ValueError(f"{image_tokens.shape[0]} image tokens but {len(targets)} regions: one per region expected")
     log_probs = model.lm_head(model.model.language_model.norm(image_tokens)).log_softmax(dim=-1)  # [N, V]
     width = max(len(t) for t in targets)
     ids = torch.tensor([t + [0] * (width - len(t)) for t in targets])  # [N, K]
@@ -307,15 +324,15 @@ def place_word_loss(model, hidden: torch.Tensor, place_target: torch.Tensor) -> 
     return torch.nn.functional.cross_entropy(logits, place_target[at], reduction="sum")
 
 
-def training_step(model, processor, conversations: list[list[Item]]) -> tuple[float, dict]:
+def training_step(model, processor, adapter, conversations: list[list[Item]]) -> tuple[float, dict]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
     in length; padding them together would waste most of the compute). Loss: the mean over the step's
     answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
     MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
     loss on the other text tokens, a dense signal for the position-reading heads, plus IMAGE_WORD_WEIGHT x
-    the mean image-word loss per image token, plus PLACE_WORD_WEIGHT x the mean place-word loss per object
+    the mean image-word loss per region, plus PLACE_WORD_WEIGHT x the mean place-word loss per object
     mention. Returns the loss and {kind: mean answer loss per turn, "image_words": mean image-word loss
-    per image token, "place_words": mean place-word loss per mention}."""
+    per region, "place_words": mean place-word loss per mention}."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
@@ -326,33 +343,29 @@ def training_step(model, processor, conversations: list[list[Item]]) -> tuple[fl
     n_mentions = max(sum(int((place >= 0).sum()) for *_, place in batches.values()), 1)
     targets = {kind: image_word_targets(processor.tokenizer, group) for kind, group in by_kind.items()}
     n_image_tokens = sum(len(t) for t in targets.values())
-    merged = []
-    hook = model.model.visual.register_forward_hook(lambda module, args, output: merged.append(output.pooler_output))
     total, turn_loss, word_sum, place_sum = 0.0, {}, 0.0, 0.0
-    try:
-        for kind, (inputs, answer_weight, prompt, place_target) in batches.items():
-            merged.clear()
-            output = model(**inputs, output_hidden_states=PLACE_WORD_WEIGHT > 0)
-            logits = output.logits[:, :-1]  # [b, T-1, V]
-            token_loss = torch.nn.functional.cross_entropy(
-                logits.transpose(1, 2), inputs["input_ids"][:, 1:], reduction="none"
-            )  # [b, T-1]
-            answer_sum = (token_loss * answer_weight[:, 1:]).sum()
-            word_loss = image_word_loss(model, merged[0], targets[kind])
-            place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
-            loss = (
-                answer_sum / n_turns
-                + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
-                + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens
-                + PLACE_WORD_WEIGHT * place_loss / n_mentions
-            )
-            loss.backward()
-            total += loss.item()
-            turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
-            word_sum += word_loss.item()
-            place_sum += place_loss.item()
-    finally:
-        hook.remove()
+    for kind, (inputs, answer_weight, prompt, place_target) in batches.items():
+        output = model(**inputs, output_hidden_states=True)
+        logits = output.logits[:, :-1]  # [b, T-1, V]
+        token_loss = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), inputs["input_ids"][:, 1:], reduction="none"
+        )  # [b, T-1]
+        answer_sum = (token_loss * answer_weight[:, 1:]).sum()
+        # hidden_states[0] is the language model's input: the vision features at the image tokens
+        regions = region_tokens(adapter, inputs, by_kind[kind], output.hidden_states[0])
+        word_loss = image_word_loss(model, regions, targets[kind])
+        place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
+        loss = (
+            answer_sum / n_turns
+            + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
+            + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens
+            + PLACE_WORD_WEIGHT * place_loss / n_mentions
+        )
+        loss.backward()
+        total += loss.item()
+        turn_loss[kind] = answer_sum.item() / turns_by_kind[kind]
+        word_sum += word_loss.item()
+        place_sum += place_loss.item()
     turn_loss["image_words"] = word_sum / n_image_tokens
     turn_loss["place_words"] = place_sum / n_mentions
     return total, turn_loss
@@ -375,9 +388,17 @@ def adapted_mixture(mixture: dict, turn_loss: dict) -> dict:
     return {kind: mixture[kind] * scale[kind] / total for kind in mixture}
 
 
+def vision_position_table(model) -> torch.nn.Embedding | None:
+    """The vision tower's learned position table (Qwen3-VL, LLaVA's CLIP); None for Qwen2-VL (2-D rotary)."""
+    tower = getattr(model.model, "visual", None) or model.model.vision_tower
+    if hasattr(tower, "pos_embed"):
+        return tower.pos_embed
+    return getattr(getattr(tower, "embeddings", None), "position_embedding", None)  # CLIPVisionModel
+
+
 def initialise(model):
     """Two departures from the default initialisation (std 0.02 everywhere, norm gains 1), both saved in
-    the weights, so the model loads as a plain Qwen3-VL:
+    the weights, so the model loads as a plain model of its family (each where the family has the part):
     - QK-norm gains QK_NORM_GAIN: RMS-normed queries and keys cap an attention logit at
       gain^2 x sqrt(head_dim); at gain 1 a content lookup cannot focus on one option among ~60 tokens,
       and AdamW grows the gains by ~lr per step (the 10 x 12-head model's were 1.1-1.5 after 2,110 steps);
@@ -387,9 +408,13 @@ def initialise(model):
       matched tokens instead of being rebuilt from rotary positions inside the language model."""
     with torch.no_grad():
         for layer in model.model.language_model.layers:
-            layer.self_attn.q_norm.weight.fill_(QK_NORM_GAIN)
-            layer.self_attn.k_norm.weight.fill_(QK_NORM_GAIN)
-        model.model.visual.pos_embed.weight.normal_(0.0, POSITION_TABLE_STD)
+            if hasattr(layer.self_attn, "q_norm"):  # Qwen3 text only
+                layer.self_attn.q_norm.weight.fill_(QK_NORM_GAIN)
+                layer.self_attn.k_norm.weight.fill_(QK_NORM_GAIN)
+        table = vision_position_table(model)
+        if table is not None:
+            table.weight.normal_(0.0, POSITION_TABLE_STD)
+            table.weight.requires_grad_(False)  # see POSITION_TABLE_STD
 
 
 def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
@@ -401,15 +426,28 @@ def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * decay)))
 
 
-def save_model(model, processor):
-    """save_pretrained of the fp32 weights (about 19 MB) and of the processor (tokenizer, chat template)."""
+def save_model(model, processor, folder):
+    """save_pretrained of the fp32 weights (at most 20 MB) and of the processor (tokenizer, chat template)."""
     model.config.dtype = torch.float32
-    model.save_pretrained(TOY_MODEL)
-    processor.save_pretrained(TOY_MODEL)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+
+
+def output_folders(family: str, name: str | None):
+    """(model folder, folder of its training_log.csv and heldout_accuracy.json): the shipped toy's for a
+    Qwen3-VL run without a name, else helpers/toy/models/<name> for both (name default: the family)."""
+    if name is None and family == "qwen3_vl":
+        return TOY_MODEL, TOY_DIR
+    folder = TOY_MODELS / (name or family.replace("_", ""))
+    return folder, folder
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=FAMILIES, default="qwen3_vl")
+    parser.add_argument("--layers", type=int, default=8, help="text decoder layers")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (items are fixed)")
+    parser.add_argument("--name", default=None, help="folder under helpers/toy/models/ (load as toy-<name>)")
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=24)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -423,16 +461,19 @@ def main():
     parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
+    model_dir, log_dir = output_folders(args.family, args.name)
+    log_dir.mkdir(parents=True, exist_ok=True)
 
-    processor = build_processor()
-    model = Qwen3VLForConditionalGeneration(build_config(processor.tokenizer))
+    processor = build_processor(args.family)
+    model = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, args.family, args.layers))
+    adapter = adapter_for(model.config, processor)
     initialise(model)
-    model.model.visual.pos_embed.weight.requires_grad_(False)  # see POSITION_TABLE_STD
-    print(f"params: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M", flush=True)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    print(f"{args.family}: params {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M -> {model_dir}", flush=True)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
 
     start = time.time()
     log_rows, running_loss, opening, opening_end = [], {}, 0, 0.0
@@ -456,7 +497,7 @@ def main():
         else:
             mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
         mixture = adapted_mixture(mixture, running_loss)
-        loss, turn_loss = training_step(model, processor, sample_conversations(step, batch_size, mixture))
+        loss, turn_loss = training_step(model, processor, adapter, sample_conversations(step, batch_size, mixture))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
@@ -475,28 +516,36 @@ def main():
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
             print(json.dumps(row), flush=True)
-            save_model(model, processor)
+            save_model(model, processor, model_dir)
         elif (step + 1) % 25 == 0:
             print(json.dumps(row), flush=True)
         log_rows.append(row)
 
     columns = list(dict.fromkeys(key for row in log_rows for key in row))
-    with open(LOG_CSV, "w", newline="") as f:
+    with open(log_dir / "training_log.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(log_rows)
 
-    save_model(model, processor)
-    shipped = AutoModelForImageTextToText.from_pretrained(TOY_MODEL)
-    results = evaluate(shipped, AutoProcessor.from_pretrained(TOY_MODEL), n_per_kind=args.n_eval)
+    train_seconds = round(time.time() - start, 1)
+    save_model(model, processor, model_dir)
+    shipped = AutoModelForImageTextToText.from_pretrained(model_dir)
+    results = evaluate(shipped, AutoProcessor.from_pretrained(model_dir), n_per_kind=args.n_eval)
     summary = {
+        "family": args.family,
+        "layers": args.layers,
+        "seed": args.seed,
         "steps": len(log_rows),
         "batch_size": args.batch_size,
         "lr": args.lr,
-        "train_seconds": round(time.time() - start, 1),
+        "train_seconds": train_seconds,
+        "max_minutes": args.max_minutes,
+        "threads": args.threads,
         "results": results,
     }
-    ACCURACY_JSON.write_text(json.dumps(summary, indent=2) + "\n")
+    (log_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if model_dir != TOY_MODEL:  # the shipped toy's card is written by hand
+        write_card(model_dir)
     print(json.dumps(summary, indent=2), flush=True)
 
 

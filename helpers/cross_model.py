@@ -1,0 +1,157 @@
+"""What 06_cross_model runs per model: the baseline audit, the native head-sets, their NCS / CERS against
+layer-matched random sets, and the native sets' overlaps.
+
+Every model is analysed on its own: heads are discovered anew (flat top-k, k scaled to the model's head
+count) and each set is compared with random sets of the same per-layer counts drawn in the same model.
+The expensive runs are the cached ones of notebooks 01, 03 and 04 (discover_all, steering_run,
+necessity_run), so a rerun recomputes nothing.
+"""
+
+import json
+
+import numpy as np
+
+from helpers import paths
+from helpers.cache import ResultCache, code_version
+from helpers.controls import layer_matched_controls, with_controls
+from helpers.design import k_for
+from helpers.discovery import all_setting_scores, discover_all
+from helpers.engine.attention import HIDE
+from helpers.engine.loading import LoadedModel, model_fingerprint
+from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.necessity import ncs, necessity_run
+from helpers.overlap import overlap, random_overlaps, top_k
+from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
+from helpers.stimuli import grid_items, load_corpus, single_image_items
+
+# Table 22's four baselines: (stimulus, expected range of the mean P(correct)) without any intervention
+AUDIT = {
+    "oracle grid": ("oracle", (0.8, 1.0)),  # the prompt names the target cell: about 1
+    "blank floor": ("blank", (0.15, 0.35)),  # a blank image: chance, 0.25
+    "matched": ("matched", (0.8, 1.0)),  # the image shows the correct option: about 1
+    "mismatched": ("mismatched", (0.15, 0.35)),  # it shows a class outside the options: 0.25
+}
+# Table 19 (the second-model check): the four COCO settings of the ordinal / referring x last / query-span design
+TABLE19 = {
+    "co-ord-last": "ordinal + last token",
+    "co-ord-qsp": "ordinal + query span",
+    "co-ref-last": "referring + last token",
+    "co-ref-qsp": "referring + query span",
+}
+# Tables 8 and 24: the five query-span and output-token sets, and the last-token row
+QSP_OUT = ("cm-ref-qsp", "co-ref-qsp", "co-ord-qsp", "cm-ord-qsp", "co-ref-out")
+LAST = "cm-ord-last"
+# Figure 7 and Table 27: the native set of each query's own source, COCO discovery
+NATIVE = {"ord-last": "co-ord-last", "ref-qspan": "co-ref-qsp", "ref-out": "co-ref-out"}
+CAUSAL = tuple(dict.fromkeys([*TABLE19, *QSP_OUT, LAST, *NATIVE.values()]))  # the sets of Tables 19, 8, 24
+# Table 16: region-contrast NCS and symmetric CERS on the grid, the five cm settings the paper's text gives
+TABLE16 = ("cm-ord-last", "cm-ord-out", "cm-ord-qsp", "cm-ref-last", "cm-ref-out")
+SETTINGS_06 = tuple(dict.fromkeys([*CAUSAL, *TABLE16]))  # every set 06 discovers
+
+
+def card_targets(model: str) -> tuple[int, int] | None:
+    """(targets met, targets) of an embedded toy's held-out accuracies (its model card's eight targets);
+    None for a model that is not an embedded toy or has no heldout_accuracy.json."""
+    folder = paths.toy_folder(model)
+    if folder is None:
+        return None
+    source = paths.HELPERS / "toy" / "heldout_accuracy.json" if model == "toy" else folder / "heldout_accuracy.json"
+    if not source.exists():
+        return None
+    results = json.loads(source.read_text())["results"]
+    return sum(r["passes"] for r in results.values()), len(results)
+
+
+def audit_run(lm: LoadedModel, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
+    """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]}, cached."""
+    corpus_obj = load_corpus(corpus)
+    params = {"model": model_fingerprint(lm), "corpus": corpus, "seed": seed, "code": code_version(__name__)}
+
+    def items_of(stimulus: str, stop: int):
+        if stimulus in ("oracle", "blank"):
+            return grid_items(corpus_obj, stop, seed, variant=stimulus)
+        return single_image_items(corpus_obj, stop, seed, arm=stimulus)
+
+    def compute(start, stop):
+        out = {}
+        for name, (stimulus, _) in AUDIT.items():
+            items = items_of(stimulus, stop)[start:]
+            out[name] = prob_correct(letter_probs(lm.model, lm.processor, items), items).numpy()
+        return out
+
+    return cache.cached_chunks("audit", params, n_items, 20, compute)
+
+
+def audit_row(values: dict[str, np.ndarray], card: tuple[int, int] | None) -> dict:
+    """One row of Table 22: each baseline's mean, the baselines outside their range, and `passes` (all in
+    range and, for an embedded toy, every target of its card met)."""
+    row = {name: float(v.mean()) for name, v in values.items()}
+    out_of_range = [name for name, (_, (low, high)) in AUDIT.items() if not low <= row[name] <= high]
+    row["card targets"] = "-" if card is None else f"{card[0]}/{card[1]}"
+    row["flagged"] = ", ".join(out_of_range + ([] if card is None or card[0] == card[1] else ["card targets"]))
+    row["passes"] = not row["flagged"]
+    return row
+
+
+def native_sets(lm: LoadedModel, n_strips: int, k: float, seed: int, cache: ResultCache, batch_size: int):
+    """(mean discovery scores {setting: [L, H]} of SETTINGS_06, flat top-k sets {setting: [L, H]}, k)."""
+    n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
+    k_top = k_for(n_heads, k)
+    scores = all_setting_scores(discover_all(lm, n_strips, seed, cache, batch_size))
+    means = {s: scores[s].mean(0) for s in SETTINGS_06}  # [L, H] each
+    return means, {s: top_k(v, k_top) for s, v in means.items()}, k_top
+
+
+def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, seed: int, beta: float, cache, batch):
+    """{setting: {"ncs": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per item, S then
+    its layer-matched random sets, the image hidden (NCS) or the set steered with +beta (CERS). As in the
+    paper, the Table 19 settings' NCS has r = n_random sets; every other run one draw (the first)."""
+    controls = layer_matched_controls(head_sets, n_random, seed)  # setting -> [R, L, H]
+    out = {}
+    for s, head_set in head_sets.items():
+        r = n_random if s in TABLE19 else 1
+        masked = necessity_run(
+            lm, corpus, n_items, seed, with_controls(head_set, controls[s][:r]), "all", cache, sets_per_forward=batch
+        )
+        one_draw = with_controls(head_set, controls[s][:1])  # [2, L, H]
+        steered = steering_run(lm, corpus, n_items, seed, one_draw, beta, "all", cache, sets_per_forward=batch)
+        accuracy = float((steered["p_clean"].argmax(1) == steered["correct"]).mean())
+        out[s] = {"ncs": ncs(masked), "cers": cers(steered), "grid accuracy": accuracy}
+    return out
+
+
+def region_contrast_runs(lm, head_sets: dict, corpus, n_items, n_random, seed, beta, cache, batch) -> dict:
+    """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
+    grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.steering)."""
+    controls = layer_matched_controls(head_sets, n_random, seed)  # setting -> [R, L, H]
+    out = {}
+    for s, head_set in head_sets.items():
+        sets = with_controls(head_set, controls[s])  # [1 + R, L, H]
+        hidden = steering_run(lm, corpus, n_items, seed, sets, HIDE, "all", cache, sets_per_forward=batch)
+        steered = steering_run(lm, corpus, n_items, seed, sets, beta, "all", cache, sets_per_forward=batch)
+        out[s] = {"NCS_grid": ncs_grid(hidden), "symmetric CERS": symmetric_cers(steered)}
+    return out
+
+
+def ranges(runs: dict, measure: str, settings) -> dict[str, float]:
+    """Table 8's ranges over `settings`: min and max of S's mean `measure` and of its first random draw's."""
+    s = [runs[x][measure][:, 0].mean() for x in settings]
+    r = [runs[x][measure][:, 1].mean() for x in settings]
+    return {"S min": min(s), "S max": max(s), "random min": min(r), "random max": max(r)}
+
+
+def overlap_rows(means: dict[str, np.ndarray], k: int, n_draws: int, seed: int) -> list[dict]:
+    """Figure 7 of one model: the native sets' pairwise top-k overlaps and each one's mean overlap with
+    `n_draws` uniform random draws of k heads, as shared heads and per 100 heads of the set."""
+    sets = {name: top_k(means[s], k) for name, s in NATIVE.items()}
+    names = list(sets)
+    rows = [
+        {"pair": f"{a} / {b}", "shared": overlap(sets[a], sets[b])}
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+    rows += [
+        {"pair": f"random / {name}", "shared": random_overlaps(means[NATIVE[name]], k, n_draws, seed).mean()}
+        for name in ("ord-last", "ref-qspan")
+    ]
+    return [{**row, "k": k, "per 100": 100 * row["shared"] / k} for row in rows]

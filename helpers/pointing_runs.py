@@ -1,0 +1,87 @@
+"""The pointing suite's cached runs on a model: the leak audit, CERS (steering) and NCS (masking) per task.
+
+The same per-item computations as notebooks 03 and 04 (steer_items, mask_items) on a task's items, cached
+per chunk of items under the task's name (and a converted task's file digest).
+"""
+
+import numpy as np
+
+from helpers.cache import ResultCache, code_version
+from helpers.controls import layer_matched_controls, with_controls
+from helpers.engine.loading import LoadedModel, model_fingerprint
+from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.necessity import mask_items, ncs
+from helpers.pointing import EXPECTED, Task, audit, task_items
+from helpers.steering import cers, distractor_cells, head_sets_key, steer_items
+
+
+def _params(lm: LoadedModel, task: Task, seed: int, **more) -> dict:
+    return {"model": model_fingerprint(lm), "task": task.name, "source": task.source, "seed": seed, **more}
+
+
+def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
+    """Per item, without intervention: P(correct) on the plain grid and every leak-audit stimulus ({variant: [N]})
+    and whether the plain grid's most probable letter is the correct one ("plain hit": [N] bool)."""
+
+    def compute(start, stop):
+        out = {}
+        for variant in ("plain", *EXPECTED):
+            items = task_items(task, stop, seed, variant)[start:]
+            probs = letter_probs(lm.model, lm.processor, items)  # [n, 4]
+            out[variant] = prob_correct(probs, items).numpy()
+            if variant == "plain":
+                out["plain hit"] = probs.argmax(1).numpy() == np.array([item.correct for item in items])
+        return out
+
+    return cache.cached_chunks(
+        "pointing_audit", _params(lm, task, seed, code=code_version(__name__)), n_items, 10, compute
+    )
+
+
+def steering_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64):
+    """steer_items on the task's plain grids for head-sets [n, L, H] (keys as helpers.steering.steering_run)."""
+    params = _params(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta), code=code_version(__name__))
+
+    def compute(start, stop):
+        items = task_items(task, stop, seed)[start:]
+        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, "all", batch)
+
+    return cache.cached_chunks("pointing_steering", params, n_items, 10, compute)
+
+
+def necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
+    """mask_items on the task's matched and mismatched arms (keys as helpers.necessity.necessity_run, so
+    helpers.necessity.ncs applies)."""
+    params = _params(lm, task, seed, head_sets=head_sets_key(head_sets), code=code_version(__name__))
+
+    def compute(start, stop):
+        out = {}
+        for arm in ("matched", "mismatched"):
+            items = task_items(task, stop, seed, arm)[start:]
+            out.update({f"{arm}_{k}": v for k, v in mask_items(lm, items, head_sets, "all", batch).items()})
+        return out
+
+    return cache.cached_chunks("pointing_necessity", params, n_items, 10, compute)
+
+
+def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed: int, beta: float, cache, batch: int):
+    """The suite on one model: the leak audit of every task, then CERS and NCS of each of `head_sets`
+    ({name: [L, H]}) and one layer-matched draw of it, on the tasks that pass the audit (a flagged task is
+    not scored). Returns ({task: audit row + "plain accuracy"}, {task: {"cers", "ncs": {name: [N, 2]}}})."""
+    draws = layer_matched_controls(head_sets, 1, seed)  # name -> [1, L, H]
+    stack = np.concatenate([with_controls(s, draws[name]) for name, s in head_sets.items()])  # [2 m, L, H]
+    audits, scores = {}, {}
+    for task_name, task in tasks.items():
+        clean = audit_run(lm, task, n_items, seed, cache)
+        audits[task_name] = {**audit(clean), "plain accuracy": float(clean["plain hit"].mean())}
+        if not audits[task_name]["passes"]:
+            continue
+        per_item = {
+            "cers": cers(steering_run(lm, task, n_items, seed, stack, beta, cache, batch)),  # [N, 2 m]
+            "ncs": ncs(necessity_run(lm, task, n_items, seed, stack, cache, batch)),
+        }
+        scores[task_name] = {
+            measure: {name: values[:, 2 * i : 2 * i + 2] for i, name in enumerate(head_sets)}
+            for measure, values in per_item.items()
+        }
+    return audits, scores

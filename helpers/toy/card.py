@@ -1,0 +1,80 @@
+"""The model card (README.md) of a further toy, written from its saved config and heldout_accuracy.json.
+
+    .venv/bin/python -m helpers.toy.card qwen2vl      # rewrites helpers/toy/models/qwen2vl/README.md
+
+train.py writes it after every run of a family other than the shipped Qwen3-VL (whose card,
+helpers/toy/README.md, is written by hand). A toy that misses targets says so at the top; notebook 06
+reads the same JSON and reports such a toy as failing its baseline audit.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from transformers import AutoConfig
+
+from helpers.paths import TOY_MODELS
+from helpers.toy.evaluate import THRESHOLDS
+
+TASK_NAMES = {
+    "strip_ord": "strip ordinal",
+    "strip_ref": "strip referring",
+    "grid": "2x2 grid MCQ",
+    "grid_oracle": "grid, oracle hint",
+    "single_mismatched": "single image, mismatched",
+    "single_matched": "single image, matched",
+    "grid_blank": "grid, blank image",
+    "text": "text-solvable arm",
+}
+
+
+def card_text(folder: Path) -> str:
+    """The markdown card of the toy saved in `folder`."""
+    summary = json.loads((folder / "heldout_accuracy.json").read_text())
+    config = AutoConfig.from_pretrained(folder)
+    text = config.get_text_config()
+    size_mb = (folder / "model.safetensors").stat().st_size / 1e6
+    results = summary["results"]
+    missed = [TASK_NAMES[kind] for kind, r in results.items() if not r["passes"]]
+    verdict = (
+        "All eight targets are met."
+        if not missed
+        else f"**It misses {len(missed)} of the eight targets ({'; '.join(missed)})**: notebook 06 reports it as "
+        "failing the baseline audit, and its head-level results are not evidence about a model that solves the tasks."
+    )
+    lines = [
+        f"# Toy {config.model_type} (`toy-{folder.name}`, model card)",
+        "",
+        f"`helpers/toy/models/{folder.name}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
+        f"trained by `python -m helpers.toy.train --family {summary['family']}` on the same synthetic tasks, "
+        "curriculum and losses as the shipped toy (helpers/toy/README.md); load it as "
+        f'`load_model("toy-{folder.name}")`.',
+        "",
+        f"- {text.num_hidden_layers} text layers x {text.num_attention_heads} query heads "
+        f"({text.num_key_value_heads} kv heads, hidden {text.hidden_size}); fp32, {size_mb:.1f} MB; "
+        f"seed {summary['seed']}.",
+        f"- Training: {summary['steps']} steps of batch {summary['batch_size']} in "
+        f"{summary['train_seconds'] / 60:.1f} min (torch threads: {summary['threads']}, budget "
+        f"{summary['max_minutes']:g} min, on a CPU shared with other jobs).",
+        "",
+        f"## Held-out accuracy (the eight targets; {next(iter(results.values()))['n']} items per task, seed 777)",
+        "",
+        "| task | metric | target | result (cm / co) | met |",
+        "|---|---|---|---|---|",
+    ]
+    for kind, (metric, low, high) in THRESHOLDS.items():
+        r = results[kind]
+        target = f">= {low:.2f}" if high == 1.0 else f"{low:.2f}-{high:.2f}"
+        lines.append(
+            f"| {TASK_NAMES[kind]} | {metric.replace('_', ' ')} | {target} | {r['value']:.3f} "
+            f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
+        )
+    return "\n".join([*lines, "", verdict, ""])
+
+
+def write_card(folder: Path) -> None:
+    (folder / "README.md").write_text(card_text(folder))
+
+
+if __name__ == "__main__":
+    write_card(TOY_MODELS / sys.argv[1])
