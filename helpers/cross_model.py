@@ -11,14 +11,15 @@ import json
 
 import numpy as np
 
-from helpers import paths
+from helpers import paths, sizes
 from helpers.cache import ResultCache, code_version
-from helpers.controls import layer_matched_controls, with_controls
+from helpers.controls import layer_matched_sets, with_controls
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all
 from helpers.engine.attention import HIDE
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.items import corpus_key
 from helpers.necessity import ncs, necessity_run
 from helpers.overlap import overlap, random_overlaps, top_k
 from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
@@ -65,7 +66,12 @@ def card_targets(model: str) -> tuple[int, int] | None:
 def audit_run(lm: LoadedModel, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
     """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]}, cached."""
     corpus_obj = load_corpus(corpus)
-    params = {"model": model_fingerprint(lm), "corpus": corpus, "seed": seed, "code": code_version(__name__)}
+    params = {
+        "model": model_fingerprint(lm),
+        "corpus": corpus_key(corpus),
+        "seed": seed,
+        "code": code_version(__name__),
+    }
 
     def items_of(stimulus: str, stop: int):
         if stimulus in ("oracle", "blank"):
@@ -102,11 +108,18 @@ def native_sets(lm: LoadedModel, n_strips: int, k: float, seed: int, cache: Resu
     return means, {s: top_k(v, k_top) for s, v in means.items()}, k_top
 
 
+def controls_of(head_sets: dict, n: int, seed: int) -> dict[str, np.ndarray]:
+    """{setting: [n, L, H]}: the layer-matched random sets of each native set, from 06's own streams (apart from
+    notebooks 03-05's controls of the shipped toy's sets)."""
+    template = "cross-model/layer-matched/{setting}"
+    return {s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s)) for s, h in head_sets.items()}
+
+
 def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, seed: int, beta: float, cache, batch):
     """{setting: {"ncs": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per item, S then
     its layer-matched random sets, the image hidden (NCS) or the set steered with +beta (CERS). As in the
     paper, the Table 19 settings' NCS has r = n_random sets; every other run one draw (the first)."""
-    controls = layer_matched_controls(head_sets, n_random, seed)  # setting -> [R, L, H]
+    controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():
         r = n_random if s in TABLE19 else 1
@@ -123,7 +136,7 @@ def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, s
 def region_contrast_runs(lm, head_sets: dict, corpus, n_items, n_random, seed, beta, cache, batch) -> dict:
     """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
     grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.steering)."""
-    controls = layer_matched_controls(head_sets, n_random, seed)  # setting -> [R, L, H]
+    controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():
         sets = with_controls(head_set, controls[s])  # [1 + R, L, H]

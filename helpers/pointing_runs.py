@@ -6,8 +6,9 @@ per chunk of items under the task's name (and a converted task's file digest).
 
 import numpy as np
 
+from helpers import sizes
 from helpers.cache import ResultCache, code_version
-from helpers.controls import layer_matched_controls, with_controls
+from helpers.controls import layer_matched_sets, with_controls
 from helpers.engine.loading import LoadedModel, model_fingerprint
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.necessity import mask_items, ncs
@@ -68,7 +69,8 @@ def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed:
     """The suite on one model: the leak audit of every task, then CERS and NCS of each of `head_sets`
     ({name: [L, H]}) and one layer-matched draw of it, on the tasks that pass the audit (a flagged task is
     not scored). Returns ({task: audit row + "plain accuracy"}, {task: {"cers", "ncs": {name: [N, 2]}}})."""
-    draws = layer_matched_controls(head_sets, 1, seed)  # name -> [1, L, H]
+    template = "pointing/layer-matched/{setting}"
+    draws = {n: layer_matched_sets(s, 1, sizes.stream(seed, template, setting=n)) for n, s in head_sets.items()}
     stack = np.concatenate([with_controls(s, draws[name]) for name, s in head_sets.items()])  # [2 m, L, H]
     audits, scores = {}, {}
     for task_name, task in tasks.items():

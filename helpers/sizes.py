@@ -64,6 +64,8 @@ STREAMS = (
     "table13/per-layer/{setting}",
     "table14/{setting}/k{k}",
     "table15/{a}+{b}/{part}",
+    "cross-model/layer-matched/{setting}",  # notebook 06: each model's native sets (Tables 8, 16, 19, 24)
+    "pointing/layer-matched/{setting}",  # notebook 06: the pointing suite's one draw per set (Tables 23, 26, 27)
 )
 
 
