@@ -2,9 +2,6 @@
 
 import pytest
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import repeat_kv
-from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from helpers.engine import (
     ATTENTION,
@@ -18,35 +15,10 @@ from helpers.engine import (
     stack_head_sets,
     wrap_model,
 )
+from tests.oracle import ORACLE, oracle_bias
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
 FAMILIES = sorted(CONFIGS)
-ORACLE = "biased_eager_oracle"
-_oracle_bias = {}  # candidate layer -> (heads [B, H] bool, rows [B, q] bool, keys [B, k] bool, bias [B])
-
-
-def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """Eager attention written out, with the intervention's bias added by hand to the chosen heads only, on the
-    chosen keys each row can see (a full forward without cache: query row q and key q are position q)."""
-    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    scores = query @ key.transpose(2, 3) * scaling + attention_mask  # [B, H, q, k]
-    if module.layer_idx in _oracle_bias:
-        heads, rows, keys, bias = _oracle_bias[module.layer_idx]
-        q_len, k_len = scores.shape[2:]
-        assert q_len == k_len, "the oracle runs full forwards only (compare generate with a teacher-forced forward)"
-        visible = attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
-        rows, keys = rows[:, :q_len], keys[:, :k_len]
-        for b in range(scores.shape[0]):
-            for h in heads[b].nonzero().flatten().tolist():
-                for q in rows[b].nonzero().flatten().tolist():
-                    chosen = keys[b] & visible[b, q]
-                    scores[b, h, q, chosen] = scores[b, h, q, chosen] + bias[b]
-    weights = scores.softmax(-1)
-    return (weights @ value).transpose(1, 2).contiguous(), weights
-
-
-AttentionInterface.register(ORACLE, biased_eager_oracle)
-AttentionMaskInterface.register(ORACLE, eager_mask)
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -135,13 +107,13 @@ def _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias):
     """The oracle's logits [B, T, V] with the intervention written into its eager attention by hand."""
     width = inputs["input_ids"].shape[1]
     rows, keys = [torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in (rows, keys)]  # [B, width]
-    _oracle_bias.clear()
+    oracle_bias.clear()
     for candidate, layer in enumerate(lm.adapter.candidate_layers):  # oracle: decoder-layer index
-        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias] * heads.shape[0]))
+        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias] * heads.shape[0]))
     try:
         return oracle(**inputs).logits
     finally:
-        _oracle_bias.clear()
+        oracle_bias.clear()
 
 
 def _cast(inputs, dtype):
@@ -432,9 +404,9 @@ def test_intervention_under_generate_matches_eager_reference(family, bias):
     keys = torch.nn.functional.pad(_groups(lm, inputs)["image"], (0, new))  # [B, T + new]
     rows = torch.zeros(2, T + new, dtype=torch.bool)
     rows[:, T - 2 :] = True  # the prompt's last two rows and every generated one
-    _oracle_bias.clear()
+    oracle_bias.clear()
     for candidate, layer in enumerate(lm.adapter.candidate_layers):
-        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
     input_ids, expected = inputs["input_ids"], []
     try:
         for _ in range(new):
@@ -442,7 +414,7 @@ def test_intervention_under_generate_matches_eager_reference(family, bias):
             expected.append(logits)
             input_ids = torch.cat([input_ids, logits.argmax(-1, keepdim=True)], 1)
     finally:
-        _oracle_bias.clear()
+        oracle_bias.clear()
     settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
     clean = lm.model.generate(**inputs, **settings)
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):

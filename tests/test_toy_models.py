@@ -15,7 +15,7 @@ from helpers.stimuli import SyntheticCorpus
 from helpers.toy.build import build_processor
 from helpers.toy.evaluate import THRESHOLDS
 from helpers.toy.tasks import build_items
-from tests.test_heads import ORACLE, _oracle_bias
+from tests.oracle import ORACLE, oracle_bias
 
 TOYS = {"toy-qwen2vl": "qwen2_vl", "toy-llava": "llava", "toy-qwen3vl-seed1": "qwen3_vl"}  # name -> family
 
@@ -76,13 +76,13 @@ def test_engine_matches_the_eager_oracle_on_real_items(toy, bias):
     heads = stack_head_sets(lm.adapter, [[(1, 0), (2, 3)], [(0, 1), (len(lm.adapter.candidate_layers) - 1, 2)]])
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 4 :] = True
-    _oracle_bias.clear()
+    oracle_bias.clear()
     for candidate, layer in enumerate(lm.adapter.candidate_layers):
-        _oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
     try:
         expected = oracle(**inputs).logits
     finally:
-        _oracle_bias.clear()
+        oracle_bias.clear()
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
         steered = lm.model(**inputs).logits
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)

@@ -1,0 +1,35 @@
+"""The eager oracle of the engine's tests: eager attention written out by hand, with an intervention's bias
+added to the chosen heads, rows and keys. One module, so that every test file registers and fills the same
+oracle (a test module imported under two names would hold two bias tables)."""
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+ORACLE = "biased_eager_oracle"
+oracle_bias = {}  # candidate layer -> (heads [B, H] bool, rows [B, q] bool, keys [B, k] bool, bias [B])
+
+
+def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Eager attention written out, with the intervention's bias added by hand to the chosen heads only, on the
+    chosen keys each row can see (a full forward without cache: query row q and key q are position q)."""
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    scores = query @ key.transpose(2, 3) * scaling + attention_mask  # [B, H, q, k]
+    if module.layer_idx in oracle_bias:
+        heads, rows, keys, bias = oracle_bias[module.layer_idx]
+        q_len, k_len = scores.shape[2:]
+        assert q_len == k_len, "the oracle runs full forwards only (compare generate with a teacher-forced forward)"
+        visible = attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
+        rows, keys = rows[:, :q_len], keys[:, :k_len]
+        for b in range(scores.shape[0]):
+            for h in heads[b].nonzero().flatten().tolist():
+                for q in rows[b].nonzero().flatten().tolist():
+                    chosen = keys[b] & visible[b, q]
+                    scores[b, h, q, chosen] = scores[b, h, q, chosen] + bias[b]
+    weights = scores.softmax(-1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register(ORACLE, biased_eager_oracle)
+AttentionMaskInterface.register(ORACLE, eager_mask)
