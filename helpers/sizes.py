@@ -4,7 +4,8 @@ Profiles (the notebooks' `profile` parameter):
 - "default": today's CPU sizes, taken from the notebook's own size parameters (n_items, n_random, ...);
 - "paper": the paper's protocol (its Table 28): N = 400 items, R = 20 layer-matched random sets, 250 for
   the referring + query-span sets in Tables 3 (NCS), 10 and 14 (k = 100), 100 for the grid contrast of
-  Table 6, 2,000 bootstrap resamples.
+  Table 6, 2,000 bootstrap resamples; notebook 06: 400 discovery strips, 100 random sets for Table 16 and
+  80 items per pointing task.
 A smoke run shrinks every size to helpers/params.SMOKE, whatever the profile says.
 
     R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
@@ -23,7 +24,15 @@ K100_SHARE = 0.0868  # Table 14's k = 100 of the paper's 1,152 heads, the size t
 # Sizes the "paper" profile sets in place of the notebook parameters of the same name.
 # The largest R of a smoke run, whatever the profile.
 SMOKE_RANDOM = 4
-PAPER_SIZES = {"n_items": 400, "n_random": 20, "n_random_large": 250, "n_boot": 2000}
+PAPER_SIZES = {
+    "n_items": 400,
+    "n_random": 20,
+    "n_random_large": 250,
+    "n_boot": 2000,
+    "n_strips": 400,  # discovery strips per corpus x query (01's default; 06 runs 40 on CPU)
+    "n_random_grid": 100,  # Table 16's layer-matched sets
+    "n_pointing": 80,  # items per pointing task (Tables 23, 26, 27)
+}
 
 # R per analysis: {profile: R} where R is an int or the notebook parameter that gives it; an analysis
 # whose referring + query-span rows use another R lists it under "ref-qsp".

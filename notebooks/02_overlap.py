@@ -23,6 +23,7 @@
 
 # %% tags=["parameters"]
 model = "toy"
+profile = "default"  # both profiles run the paper's 400 strips per corpus x query and 200 half-splits
 device = "cpu"
 dtype = "float32"
 n_strips = 400

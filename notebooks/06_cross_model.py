@@ -28,10 +28,11 @@
 # Qwen3-VL seed from helpers/toy/models/): 40 strips per corpus x query for discovery, 20 evaluation items
 # and 20 items per pointing task (the paper: 400 and 80), R = 20 as in Table 19. On a GPU pass hub ids,
 # e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
-# -p n_strips 400 -p n_items 400 -p n_pointing 80`.
+# -p profile paper` (400 strips, 400 items, 80 per pointing task, R = 100 for Table 16).
 
 # %% tags=["parameters"]
 models = ["toy", "toy-qwen2vl", "toy-llava", "toy-qwen3vl-seed1"]
+profile = "default"
 device = "cpu"
 dtype = "float32"
 eval_corpus = "co"

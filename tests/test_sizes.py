@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from helpers import claims, params, run, runs, sizes
+from helpers import claims, params, run, runs, sizes, steps
 
 
 def _params(profile, smoke=False):
@@ -33,6 +33,17 @@ def test_smoke_wins_over_the_profile(profile):
     p = _params(profile, smoke=True)
     assert p.n_items == params.SMOKE["n_items"] and p.n_boot == params.SMOKE["n_boot"]
     assert max(sizes.n_random(p, a, s) for a in sizes.RANDOM_SETS for s in sizes.REF_QSP) <= 4
+
+
+def test_cross_model_paper_profile_takes_the_papers_sizes():
+    p = params.validate(dict(profile="paper", n_strips=40, n_items=20, n_random=20, n_random_grid=5, n_pointing=20))
+    assert (p.n_strips, p.n_items, p.n_random, p.n_random_grid, p.n_pointing) == (400, 400, 20, 100, 80)
+
+
+@pytest.mark.parametrize("notebook", sorted(steps.STEPS))
+def test_every_analysis_notebook_declares_a_profile(notebook):
+    declared = params.declared_parameters(notebook)
+    assert notebook == "00_design" or "profile" in declared, f"{notebook} has no profile parameter"
 
 
 def test_unknown_profile_is_refused():
