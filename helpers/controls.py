@@ -17,8 +17,11 @@ of a stream do not depend on how many follow, so R = 20 sets are the first 20 of
 """
 
 import numpy as np
+import pandas as pd
 
 from helpers import sizes
+from helpers.necessity import drop, ncs
+from helpers.overlap import top_k
 
 Seed = int | np.random.SeedSequence
 
@@ -111,3 +114,38 @@ def whole_layers(head_set: np.ndarray, n_layers: int) -> np.ndarray:
     out = np.zeros_like(head_set)
     out[order[:n_layers]] = True
     return out
+
+
+def generic_damage_sets(head_set: np.ndarray, k: int, mass: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """Name -> [L, H]: S, then Table 12's generic-damage sets: the k heads with the most attention to the first
+    token (sinks) and to the text (`mass`: helpers.head_mass maps [L, H]), the whole layers holding the fewest
+    of S's heads (about k heads), and any-layer random sets of 2k and 4k heads from their named streams."""
+    head_set = np.asarray(head_set, dtype=bool)
+    shape, n_all = head_set.shape, head_set.size
+    return {
+        "discovered": head_set,
+        "attention sinks": top_k(mass["first"], k),
+        "text-heavy heads": top_k(mass["text"], k),
+        "whole layers": whole_layers(head_set, max(1, round(k / shape[1]))),
+        "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, sizes.stream(seed, "table12/random-2k"))[0],
+        "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, sizes.stream(seed, "table12/random-4k"))[0],
+    }
+
+
+def damage_table(sets: dict[str, np.ndarray], image_run: dict, text_run: dict) -> pd.DataFrame:
+    """Table 12's columns per damage set: the drops of both image arms and NCS under the image hidden
+    (`image_run`), the text arm's drop under the text hidden (`text_run`), both necessity runs of the stacked
+    `sets` (the first is S), and each set's overlap with S."""
+    stack = np.stack(list(sets.values()))  # [n, L, H]
+    return pd.DataFrame(
+        {
+            "damage set": list(sets),
+            "heads": stack.sum((1, 2)),
+            "matched drop": drop(image_run, "matched").mean(0),
+            "mismatched drop": drop(image_run, "mismatched").mean(0),
+            "NCS": ncs(image_run).mean(0),
+            "NCS-v2": drop(image_run, "matched").mean(0),
+            "text-arm drop (text hidden)": drop(text_run, "text").mean(0),
+            "overlap with S": (stack & stack[0]).sum((1, 2)),
+        }
+    )

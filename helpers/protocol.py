@@ -37,14 +37,14 @@ import pandas as pd
 from helpers import headsets, paths, runs, sizes, verdicts
 from helpers.baselines import audit
 from helpers.cache import ResultCache
-from helpers.controls import any_layer_sets, layer_matched_controls, whole_layers, with_controls
+from helpers.controls import any_layer_sets, damage_table, generic_damage_sets, layer_matched_controls, with_controls
 from helpers.design import SETTINGS, parse_setting
 from helpers.discovery import discover, setting_scores
 from helpers.engine import HIDE, load_model
 from helpers.engine.loading import model_fingerprint
 from helpers.head_mass import mass_run
-from helpers.necessity import drop, ncs, necessity_run
-from helpers.overlap import half_split_overlaps, split_halves, top_k
+from helpers.necessity import ncs, necessity_run
+from helpers.overlap import half_split_overlaps, split_halves
 from helpers.profiles import PROFILES, forward_copies, sizes_for
 from helpers.stats import against_random, holm, t_interval
 from helpers.steering import cers, ncs_grid, steering_run
@@ -264,38 +264,17 @@ class Protocol:
             )
         return rows
 
-    def damage_sets(self, head_set: HeadSet) -> dict[str, np.ndarray]:
-        """Name -> [L, H]: S and the generic-damage sets of 05's Table 12 (masses read at the question
-        and option rows of the matched single-image items)."""
-        p, k, shape = self.params, head_set.k, (self.n_layers, self.n_heads)
-        mass = mass_run(self.lm, p.eval_corpus, "single_matched", self.sizes["n_items"], p.seed, "prompt", self.cache)
-        n_all = self.n_layers * self.n_heads
-        return {
-            "discovered": head_set.mask,
-            "attention sinks": top_k(mass["first"], k),
-            "text-heavy heads": top_k(mass["text"], k),
-            "whole layers": whole_layers(head_set.mask, max(1, round(k / self.n_heads))),
-            "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, sizes.stream(p.seed, "table12/random-2k"))[0],
-            "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, sizes.stream(p.seed, "table12/random-4k"))[0],
-        }
-
     def damage(self, head_set: HeadSet) -> pd.DataFrame:
-        sets = self.damage_sets(head_set)
+        """05's Table 12 for the set: its generic-damage sets (masses read at the question and option rows of
+        the matched single-image items), each masked on the image arms and on the text arm."""
+        p = self.params
+        mass = mass_run(self.lm, p.eval_corpus, "single_matched", self.sizes["n_items"], p.seed, "prompt", self.cache)
+        sets = generic_damage_sets(head_set.mask, head_set.k, mass, p.seed)
         stack = np.stack(list(sets.values()))  # [6, L, H]
         image_run, text_run = self.mask(stack), self.mask(stack, arms=("text",), keys="text")
-        return pd.DataFrame(
-            {
-                "head-set": head_set.name,
-                "damage set": list(sets),
-                "heads": stack.sum((1, 2)),
-                "matched drop": drop(image_run, "matched").mean(0),
-                "mismatched drop": drop(image_run, "mismatched").mean(0),
-                "NCS": ncs(image_run).mean(0),
-                "NCS-v2": drop(image_run, "matched").mean(0),
-                "text-arm drop (text hidden)": drop(text_run, "text").mean(0),
-                "overlap with S": (stack & head_set.mask).sum((1, 2)),
-            }
-        )
+        table = damage_table(sets, image_run, text_run)
+        table.insert(0, "head-set", head_set.name)
+        return table
 
     def row_groups(self, head_set: HeadSet) -> list[dict]:
         """NCS with the image hidden from S at every row, the question + option rows, the last row (04's Table 5)."""

@@ -57,13 +57,19 @@ import numpy as np
 import pandas as pd
 
 from helpers import claims, params, report, sizes
-from helpers.controls import any_layer_sets, attention_matched_sets, layer_matched_sets, whole_layers, with_controls
+from helpers.controls import (
+    attention_matched_sets,
+    damage_table,
+    generic_damage_sets,
+    layer_matched_sets,
+    with_controls,
+)
 from helpers.design import k_for
 from helpers.experiment import Experiment
 from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.head_mass import mass_run, set_mass_statistics
 from helpers.headsets import load_score_maps
-from helpers.necessity import drop, ncs
+from helpers.necessity import ncs
 from helpers.overlap import top_k
 from helpers.stats import against_random, excess_over_random, holm, rank_p, spearman
 from helpers.steering import cers
@@ -175,29 +181,10 @@ table10 = report.table(table10, "table10_large_r", P.out_dir, float_format="%.4f
 
 # %%
 damage_setting = "co-ref-qsp"
-S, shape = discovered[damage_setting], (n_layers, n_heads)
-damage_sets = {
-    "discovered": S,
-    "attention sinks": top_k(single_mass["first"], exp.k),
-    "text-heavy heads": top_k(single_mass["text"], exp.k),
-    "whole layers": whole_layers(S, max(1, round(exp.k / n_heads))),
-    "random 2k": any_layer_sets(shape, min(2 * exp.k, shape[0] * shape[1]), 1, stream("table12/random-2k"))[0],
-    "random 4k": any_layer_sets(shape, min(4 * exp.k, shape[0] * shape[1]), 1, stream("table12/random-4k"))[0],
-}
+damage_sets = generic_damage_sets(discovered[damage_setting], exp.k, single_mass, P.seed)
 stack = np.stack(list(damage_sets.values()))  # [6, L, H]
 image_run, text_run = mask(stack), mask(stack, arms=("text",), keys="text")
-table12 = pd.DataFrame(
-    {
-        "head-set": list(damage_sets),
-        "heads": stack.sum((1, 2)),
-        "matched drop": drop(image_run, "matched").mean(0),
-        "mismatched drop": drop(image_run, "mismatched").mean(0),
-        "NCS": ncs(image_run).mean(0),
-        "NCS-v2": drop(image_run, "matched").mean(0),
-        "text-arm drop (text hidden)": drop(text_run, "text").mean(0),
-        "overlap with S": (stack & S).sum((1, 2)),
-    }
-)
+table12 = damage_table(damage_sets, image_run, text_run).rename(columns={"damage set": "head-set"})
 table12 = report.table(table12, "table12_generic_damage", P.out_dir, "table12_generic_damage", on="head-set")
 fig = plot_generic_damage(table12, damage_setting)
 report.figure(fig, "table12_generic_damage", P.out_dir)

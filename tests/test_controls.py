@@ -128,3 +128,46 @@ def test_with_controls_puts_s_first():
     controls = layer_matched_sets(head_set, 3, seed=0)
     stack = with_controls(head_set, controls)
     assert stack.shape == (4, 4, 6) and (stack[0] == head_set).all() and (stack[1:] == controls).all()
+
+
+def test_generic_damage_sets_and_their_table():
+    from helpers.controls import damage_table, generic_damage_sets
+
+    head_set = np.zeros((4, 8), dtype=bool)
+    head_set[1, :2] = head_set[2, 5] = True  # k = 3
+    first, text = np.arange(32.0).reshape(4, 8), -np.arange(32.0).reshape(4, 8)
+    sets = generic_damage_sets(head_set, 3, {"first": first, "text": text}, seed=0)
+    assert list(sets) == [
+        "discovered",
+        "attention sinks",
+        "text-heavy heads",
+        "whole layers",
+        "random 2k",
+        "random 4k",
+    ]
+    assert sets["attention sinks"][3, 5:].all() and sets["attention sinks"].sum() == 3  # the top 3 of `first`
+    assert sets["text-heavy heads"][0, :3].all() and sets["text-heavy heads"].sum() == 3
+    assert sets["whole layers"].sum() == 8 and not (sets["whole layers"] & head_set).any()
+    assert [int(sets[n].sum()) for n in ("random 2k", "random 4k")] == [6, 12]
+    # two items; arm probabilities [N, 4] clean and [N, n, 4] masked: set i lowers P(correct) by 0.1 * i
+    n = len(sets)
+    clean = np.full((2, 4), 0.25)
+    clean[:, 0] = 0.7
+    masked = np.repeat(clean[:, None], n, axis=1).copy()
+    masked[:, :, 0] -= 0.1 * np.arange(n)
+    correct = np.zeros(2, dtype=int)
+    image_run = {
+        f"{arm}_{key}": value
+        for arm in ("matched", "mismatched")
+        for key, value in (
+            ("correct", correct),
+            ("p_clean", clean),
+            ("p_masked", masked if arm == "matched" else clean[:, None].repeat(n, 1)),
+        )
+    }
+    text_run = {"text_correct": correct, "text_p_clean": clean, "text_p_masked": masked}
+    table = damage_table(sets, image_run, text_run)
+    np.testing.assert_allclose(table["matched drop"], 0.1 * np.arange(n), atol=1e-12)
+    np.testing.assert_allclose(table["NCS"], 0.1 * np.arange(n), atol=1e-12)  # the mismatched arm does not drop
+    np.testing.assert_allclose(table["text-arm drop (text hidden)"], 0.1 * np.arange(n), atol=1e-12)
+    assert table["overlap with S"].tolist()[0] == 3 and table["heads"].tolist()[:4] == [3, 3, 3, 8]
