@@ -15,7 +15,10 @@
 import numpy as np
 from scipy import stats as scipy_stats
 
-TIE_TOLERANCE = 1e-12  # a random value at most this far below S ties with S in the rank p
+# Values closer than this are equal: P(correct) is float32 (about 6e-8 apart near 1) and the engine is exact
+# to 1e-6, so smaller gaps are rounding (a toy that answers with P = 1 gives S and random sets 1e-8 apart).
+# A random value at most this far below S ties with S in the rank p; a gap this small gives z = 0.
+TIE_TOLERANCE = 1e-6
 Z_CAP = 1e3  # |z| beyond this says only "the random sets barely vary"; it is capped and flagged
 
 
@@ -41,15 +44,20 @@ def holm(p_values) -> np.ndarray:
     return out
 
 
-def z_score(discovered: float, random: np.ndarray, cap: float = Z_CAP) -> tuple[float, bool]:
+def z_score(
+    discovered: float, random: np.ndarray, cap: float = Z_CAP, tolerance: float = TIE_TOLERANCE
+) -> tuple[float, bool]:
     """(z, capped): (S - mean of the random values) / their sample sd (ddof 1), clipped to [-cap, cap];
-    capped is True where the clip acted (the random sd is about 0 next to the gap; a zero gap gives 0)."""
+    capped is True where the clip acted (the random sd is about 0 next to the gap). A gap within
+    `tolerance` is no gap: z = 0."""
     random = np.asarray(random, dtype=float).ravel()
     if random.size < 2:
         raise ValueError(f"z_score needs >= 2 random values, got {random.size}")
     sd, gap = random.std(ddof=1), discovered - random.mean()
+    if abs(gap) <= tolerance:
+        return 0.0, False
     if abs(gap) >= cap * sd:
-        return float(np.sign(gap) * cap), bool(gap != 0)
+        return float(np.sign(gap) * cap), True
     return float(gap / sd), False
 
 
