@@ -219,6 +219,7 @@ class Explorer:
         self.head.value = heads[0]
         self._draw_overlap()
         self.histograms.value = b""
+        self.histograms.layout.display = "none"  # no image until the button computes one
         self.status.value = "press the button for NCS / CERS against random sets"
 
     def _draw_overlap(self) -> None:
@@ -247,6 +248,7 @@ class Explorer:
             observed, random = self.data.random_scores(setting, self.head_set(), seed)
         title = f"{setting}, top-{k}: S against {self.data.n_random} layer-matched random sets"
         self.histograms.value = figure_png(plot_random_histograms(observed, random, title))
+        self.histograms.layout.display = ""
         self.status.value = f"{setting}, top-{k}: done"
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent  # the checkout whose helpers the kernels import
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless=new",
@@ -78,6 +79,9 @@ def jupyter_lab(root: Path):
         JUPYTERLAB_WORKSPACES_DIR=str(home / "ws"),
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         JUPYTER_CONFIG_DIR=str(home / "config"),
+        # kernels start in their notebook's folder: put this checkout first so they import its helpers
+        # (not those of another checkout that the editable install points to)
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     )
     command = [
         sys.executable,
@@ -143,6 +147,18 @@ def open_notebook(page, lab: Lab, path: str) -> None:
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="attached")
     page.wait_for_load_state("networkidle")
     page.wait_for_timeout(1500)  # late outputs (images decode after the cells attach)
+
+
+def wait_for_kernel_idle(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the open notebook's kernel is started and idle. The status bar reads "<kernel> | Idle"
+    (the toolbar's execution indicator says "idle" already while no kernel is connected)."""
+    page.wait_for_function(
+        """() => {
+            const bar = document.querySelector('#jp-main-statusbar');
+            return bar && bar.innerText.includes('| Idle') && !bar.innerText.includes('No Kernel');
+        }""",
+        timeout=timeout_ms,
+    )
 
 
 def screenshot_first_figure(page, path: Path) -> None:

@@ -76,3 +76,4 @@ def test_widget_redraws_the_score_map_on_setting_and_k(data):
     explorer.k.value = 5
     assert explorer.score_map.value != second and len(explorer.head.options) == 5
     assert explorer.overlay.value[:4] == b"\x89PNG" and explorer.overlap.value[:4] == b"\x89PNG"
+    assert explorer.histograms.layout.display == "none"  # hidden until the button computes it
