@@ -137,6 +137,11 @@ def test_claims_on_fixture_tables_give_the_expected_verdicts(tmp_path):
     assert verdict == "not testable at this R"
 
 
+def test_settings_at_the_floor_are_counted_at_the_tables_precision(tmp_path):
+    table = pd.DataFrame({"R": [20, 20, 250, 100, 20], "p": [0.048, 0.095, 0.004, 0.010, 0.571]})  # as written
+    assert claims._at_floor(table) == "3 of 5"
+
+
 def test_results_md_holds_the_claims_and_headlines(tmp_path):
     _fixture_tables(tmp_path)
     path = claims.write_results(tmp_path, claims.claims(tmp_path), "fixture run")
