@@ -233,9 +233,12 @@ def _qwen3_vl_config(tokenizer, layers: int) -> Qwen3VLConfig:
         num_position_embeddings=256,
         deepstack_visual_indexes=[2],
     )
-    return Qwen3VLConfig(
-        text_config=text_config,
-        vision_config=vision_config,
+    return Qwen3VLConfig(text_config=text_config, vision_config=vision_config, **_qwen_vl_token_ids(ids))
+
+
+def _qwen_vl_token_ids(ids: dict[str, int]) -> dict:
+    """The Qwen-VL configs' special-token fields (shared by Qwen3-VL and Qwen2-VL), from token -> id."""
+    return dict(
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -274,17 +277,7 @@ def _qwen2_vl_config(tokenizer, layers: int) -> Qwen2VLConfig:
         spatial_merge_size=MERGE_SIZE,
         temporal_patch_size=TEMPORAL_PATCH,
     )
-    return Qwen2VLConfig(
-        text_config=text_config,
-        vision_config=vision_config,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True,
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
-    )
+    return Qwen2VLConfig(text_config=text_config, vision_config=vision_config, **_qwen_vl_token_ids(ids))
 
 
 def _llava_config(tokenizer, layers: int) -> LlavaConfig:
