@@ -8,16 +8,13 @@ the measures assume:
     matched     the single-image MCQ whose image shows the answer          expect ~1
     mismatched  the same MCQ with an image outside the options             expect ~0.25 (chance)
 
-P is renormalised over the four option letters. Per-item probabilities are cached in chunks of items.
+P is renormalised over the four option letters; the per-item probabilities are helpers.items.clean_run's.
 """
 
 import numpy as np
-import torch
 
-from helpers.cache import ResultCache, code_version
-from helpers.engine.loading import model_fingerprint
-from helpers.engine.mcq import letter_probs
-from helpers.stimuli import build_items, load_corpus
+from helpers.cache import ResultCache
+from helpers.items import clean_run, items_of
 
 AUDIT_KINDS = {
     "oracle": "grid_oracle",
@@ -27,33 +24,12 @@ AUDIT_KINDS = {
 }
 
 
-@torch.no_grad()
-def clean_run(
-    lm, corpus: str, kind: str, n_items: int, seed: int, cache: ResultCache, batch_size: int = 16
-) -> dict[str, np.ndarray]:
-    """Clean letter probabilities of `n_items` items of `kind` (stimuli.KINDS): p_clean [N, 4], correct [N]."""
-    corpus_obj = load_corpus(corpus)
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus,
-        "kind": kind,
-        "seed": seed,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
-
-    def compute(start, stop):
-        items = build_items(kind, corpus_obj, stop, seed)[start:]
-        return {"p_clean": letter_probs(lm.model, lm.processor, items).numpy(), "correct": [i.correct for i in items]}
-
-    return cache.cached_chunks("clean", params, n_items, batch_size, compute)
-
-
-def p_correct(run: dict[str, np.ndarray]) -> np.ndarray:
-    """[N] each item's clean probability of its correct letter."""
-    return np.take_along_axis(run["p_clean"], run["correct"][:, None], axis=1)[:, 0]
-
-
 def audit(lm, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
-    """Audit name -> [N] clean P(correct) on the evaluation items (AUDIT_KINDS)."""
-    return {name: p_correct(clean_run(lm, corpus, kind, n_items, seed, cache)) for name, kind in AUDIT_KINDS.items()}
+    """Audit name -> [N] clean P(correct) on the evaluation items (AUDIT_KINDS), from the clean runs that
+    notebooks 03-05 cache too (helpers.items.clean_run)."""
+    out = {}
+    for name, kind in AUDIT_KINDS.items():
+        p_clean = clean_run(lm, kind, corpus, n_items, seed, cache)  # [N, 4]
+        correct = np.array([item.correct for item in items_of(kind, corpus, n_items, seed)])  # [N]
+        out[name] = p_clean[np.arange(n_items), correct]
+    return out

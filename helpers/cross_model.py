@@ -12,20 +12,18 @@ import json
 import numpy as np
 
 from helpers import paths, sizes
-from helpers.cache import ResultCache, code_version
+from helpers.baselines import audit
+from helpers.cache import ResultCache
 from helpers.controls import layer_matched_sets, with_controls
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all
 from helpers.engine.attention import HIDE
-from helpers.engine.loading import LoadedModel, model_fingerprint
-from helpers.engine.mcq import letter_probs, prob_correct
-from helpers.items import corpus_key
+from helpers.engine.loading import LoadedModel
 from helpers.necessity import ncs, necessity_run
 from helpers.overlap import overlap, random_overlaps, top_k
 from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
-from helpers.stimuli import grid_items, load_corpus, single_image_items
 
-# Table 22's four baselines: (stimulus, expected range of the mean P(correct)) without any intervention
+# Table 22's four baselines: (helpers.baselines audit, expected range of the mean P(correct)) without intervention
 AUDIT = {
     "oracle grid": ("oracle", (0.8, 1.0)),  # the prompt names the target cell: about 1
     "blank floor": ("blank", (0.15, 0.35)),  # a blank image: chance, 0.25
@@ -64,28 +62,9 @@ def card_targets(model: str) -> tuple[int, int] | None:
 
 
 def audit_run(lm: LoadedModel, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
-    """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]}, cached."""
-    corpus_obj = load_corpus(corpus)
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "seed": seed,
-        "code": code_version(__name__),
-    }
-
-    def items_of(stimulus: str, stop: int):
-        if stimulus in ("oracle", "blank"):
-            return grid_items(corpus_obj, stop, seed, variant=stimulus)
-        return single_image_items(corpus_obj, stop, seed, arm=stimulus)
-
-    def compute(start, stop):
-        out = {}
-        for name, (stimulus, _) in AUDIT.items():
-            items = items_of(stimulus, stop)[start:]
-            out[name] = prob_correct(letter_probs(lm.model, lm.processor, items), items).numpy()
-        return out
-
-    return cache.cached_chunks("audit", params, n_items, 20, compute)
+    """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]} (helpers.baselines.audit)."""
+    values = audit(lm, corpus, n_items, seed, cache)
+    return {name: values[source] for name, (source, _) in AUDIT.items()}
 
 
 def audit_row(values: dict[str, np.ndarray], card: tuple[int, int] | None) -> dict:
