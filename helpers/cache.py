@@ -13,6 +13,7 @@ import ast
 import functools
 import hashlib
 import json
+import os
 import sys
 import zipfile
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from tqdm import tqdm
 from helpers import workers
 from helpers.files import atomic_write
 
+PROGRESS_ENV = "HELPERS_PROGRESS"  # "0": no progress bars (helpers.run sets it: executed notebooks keep no bars)
 _HEADER = "__header__"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # modules whose code never changes a result
@@ -187,6 +189,7 @@ class ResultCache:
                 unit="chunk",
                 file=sys.stderr,
                 mininterval=2,
+                disable=os.environ.get(PROGRESS_ENV) == "0",
             ) as bar:
 
                 def on_disk() -> None:  # counts the chunks other processes saved too

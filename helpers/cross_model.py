@@ -22,14 +22,11 @@ from helpers.engine.loading import LoadedModel
 from helpers.necessity import ncs, necessity_run
 from helpers.overlap import overlap, random_overlaps, top_k
 from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
+from helpers.verdicts import AUDIT_RANGES
 
-# Table 22's four baselines: (helpers.baselines audit, expected range of the mean P(correct)) without intervention
-AUDIT = {
-    "oracle grid": ("oracle", (0.8, 1.0)),  # the prompt names the target cell: about 1
-    "blank floor": ("blank", (0.15, 0.35)),  # a blank image: chance, 0.25
-    "matched": ("matched", (0.8, 1.0)),  # the image shows the correct option: about 1
-    "mismatched": ("mismatched", (0.15, 0.35)),  # it shows a class outside the options: 0.25
-}
+# Table 22's four baselines under their names there -> the baseline's name in helpers.baselines.audit and in
+# helpers.verdicts.AUDIT_RANGES (the one range table of the audit, shared with the protocol's report card)
+AUDIT = {"oracle grid": "oracle", "blank floor": "blank", "matched": "matched", "mismatched": "mismatched"}
 # Table 19 (the second-model check): the four COCO settings of the ordinal / referring x last / query-span design
 TABLE19 = {
     "co-ord-last": "ordinal + last token",
@@ -64,14 +61,15 @@ def card_targets(model: str) -> tuple[int, int] | None:
 def audit_run(lm: LoadedModel, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
     """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]} (helpers.baselines.audit)."""
     values = audit(lm, corpus, n_items, seed, cache)
-    return {name: values[source] for name, (source, _) in AUDIT.items()}
+    return {name: values[source] for name, source in AUDIT.items()}
 
 
 def audit_row(values: dict[str, np.ndarray], card: tuple[int, int] | None) -> dict:
     """One row of Table 22: each baseline's mean, the baselines outside their range, and `passes` (all in
     range and, for an embedded toy, every target of its card met)."""
     row = {name: float(v.mean()) for name, v in values.items()}
-    out_of_range = [name for name, (_, (low, high)) in AUDIT.items() if not low <= row[name] <= high]
+    bounds = {name: AUDIT_RANGES[source] for name, source in AUDIT.items()}  # name -> (low, high)
+    out_of_range = [name for name, (low, high) in bounds.items() if not low <= row[name] <= high]
     row["card targets"] = "-" if card is None else f"{card[0]}/{card[1]}"
     row["flagged"] = ", ".join(out_of_range + ([] if card is None or card[0] == card[1] else ["card targets"]))
     row["passes"] = not row["flagged"]

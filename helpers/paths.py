@@ -23,6 +23,13 @@ TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrai
 TOY_MODELS = HELPERS / "toy" / "models"  # the further toys: "toy-<name>" is TOY_MODELS / <name>
 
 
+def shown(path: Path | str) -> str:
+    """A path as outputs print it: relative to the repository root when inside it (so executed notebooks and
+    reports read the same on every checkout), else absolute."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def toy_folder(name: str) -> Path | None:
     """The folder of a toy model name ("toy", "toy-qwen2vl", ...); None for any other name or path."""
     if name == "toy":

@@ -101,10 +101,11 @@ def assemble(task: Task, cells: Cells, variant: str, seed_key: tuple[int, ...]) 
     )
 
 
-def task_items(task: Task, n: int, seed: int, variant: str = "plain") -> list[Item]:
-    """`n` items of `task`; item i has the same cells in every variant."""
+def task_items(task: Task, stop: int, seed: int, variant: str = "plain", start: int = 0) -> list[Item]:
+    """Items start..stop-1 of `task`; item i is the same whatever the range and has the same cells in each variant."""
     return [
-        assemble(task, task.cells(item_rng(seed, f"pointing-{task.name}", i), i), variant, (seed, i)) for i in range(n)
+        assemble(task, task.cells(item_rng(seed, f"pointing-{task.name}", i), i), variant, (seed, i))
+        for i in range(start, stop)
     ]
 
 

@@ -27,7 +27,7 @@ def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: Resul
     def compute(start, stop):
         out = {}
         for variant in ("plain", *EXPECTED):
-            items = task_items(task, stop, seed, variant)[start:]
+            items = task_items(task, stop, seed, variant, start)
             probs = letter_probs(lm.model, lm.processor, items)  # [n, 4]
             out[variant] = prob_correct(probs, items).numpy()
             if variant == "plain":
@@ -44,7 +44,7 @@ def steering_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray,
     params = _params(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta), code=code_version(__name__))
 
     def compute(start, stop):
-        items = task_items(task, stop, seed)[start:]
+        items = task_items(task, stop, seed, start=start)
         return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, "all", batch)
 
     return cache.cached_chunks("pointing_steering", params, n_items, 10, compute)
@@ -58,7 +58,7 @@ def necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray
     def compute(start, stop):
         out = {}
         for arm in ("matched", "mismatched"):
-            items = task_items(task, stop, seed, arm)[start:]
+            items = task_items(task, stop, seed, arm, start)
             out.update({f"{arm}_{k}": v for k, v in mask_items(lm, items, head_sets, "all", batch).items()})
         return out
 

@@ -153,7 +153,7 @@ class Protocol:
         parts = parse_setting(head_set.setting) if head_set.setting else None
         return {
             "head-set": head_set.name,
-            "file": str(head_set.path),
+            "file": paths.shown(head_set.path),
             "model": self.params.model,
             "weights fingerprint": self.fingerprint,
             "file's model": record["model"],

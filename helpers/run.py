@@ -37,7 +37,7 @@ import papermill
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from helpers import paths, runs, workers
+from helpers import cache, paths, runs, workers
 from helpers.params import ParameterError, check_run
 from helpers.steps import STEPS, producer
 
@@ -106,14 +106,43 @@ def _plan(source: Path, declared: dict, params: dict) -> str:
     return f"; about {count:,} forward passes (item x head-set copies; cached ones are read back)" if count else ""
 
 
-def _write_executed(executed: Path, notebooks_dir: Path) -> None:
-    """Move the executed notebook into the run folder and render it as HTML beside it (both atomically)."""
+def _write_executed(executed: Path, notebooks_dir: Path, published: bool = False) -> None:
+    """Move the executed notebook into the run folder and render it as HTML beside it (both atomically).
+
+    A published copy names no machine's paths: papermill's record of its files and folders is made
+    repository-relative, and its injected folder parameters become a comment, so that rerunning it in
+    JupyterLab writes into the default run's scratch folder (runs/toy-default/), never into paper_figures/."""
     notebooks_dir.mkdir(parents=True, exist_ok=True)
-    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    notebook = nbformat.read(executed, as_version=4)
+    if published:
+        _unpin_folders(notebook)
+        nbformat.write(notebook, executed)
+    html, _ = HTMLExporter().from_notebook_node(notebook)
     tmp_html = notebooks_dir / f".{executed.stem}.html.tmp"
     tmp_html.write_text(html)
     executed.replace(notebooks_dir / executed.name)
     tmp_html.replace(notebooks_dir / f"{executed.stem}.html")
+
+
+def _unpin_folders(notebook) -> None:
+    """The published run's folder parameters, repository-relative, in papermill's record and as a comment in
+    the injected-parameters cell (the only parameters the default run injects)."""
+    record = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if record.get(key):
+            record[key] = paths.shown(record[key])
+    given = record.get("parameters", {})
+    for name in runs.DIR_PARAMETERS:
+        if given.get(name):
+            given[name] = paths.shown(given[name])
+    for cell in notebook.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            lines = [f"#   {name} = {value!r}" for name, value in given.items()]
+            cell.source = "\n".join(
+                ["# The published run (python -m helpers.run) wrote with these folders, relative to the repository:"]
+                + lines
+                + ["# Rerun here, this notebook writes into the default run's own folder (runs/toy-default/) instead."]
+            )
 
 
 def run(
@@ -161,13 +190,13 @@ def run(
                 log_output=True,
             )
         except PapermillExecutionError as err:
-            _write_executed(executed, notebooks_dir)
+            _write_executed(executed, notebooks_dir, folders == runs.PUBLISHED)
             raise SystemExit(
                 f"FAILED {src.stem}: cell {err.cell_index} (execution count {err.exec_count}): "
                 f"{err.ename}: {err.evalue}\nexecuted copy: {notebooks_dir / executed.name}"
             ) from None
         timings[src.stem] = round(time.time() - start, 1)
-        _write_executed(executed, notebooks_dir)
+        _write_executed(executed, notebooks_dir, folders == runs.PUBLISHED)
         print(f"      {src.stem} done in {timings[src.stem]:.0f} s -> {notebooks_dir / executed.name}", flush=True)
     return timings
 
@@ -251,6 +280,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.workers is not None:
         os.environ[workers.WORKERS_ENV] = str(args.workers)  # the notebooks' kernels inherit it
+    os.environ.setdefault(cache.PROGRESS_ENV, "0")  # chunk progress bars would stay in the executed copies
     if args.shard is not None:
         os.environ[workers.SHARD_ENV] = args.shard
         workers.shard()  # a malformed i/n stops here

@@ -56,7 +56,7 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import claims, params, report, sizes
+from helpers import claims, params, paths, report, sizes
 from helpers.controls import (
     attention_matched_sets,
     damage_table,
@@ -323,4 +323,4 @@ report.figure(fig, "table17_mass_cers", P.out_dir)
 
 # %%
 claims_table = report.table(claims.claims(P.out_dir), "claims", P.out_dir, float_format="%.4g", digits=4)
-print(claims.write_results(P.out_dir, claims_table, exp.describe()))
+print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.describe())))

@@ -59,6 +59,7 @@ from IPython.display import display
 from helpers import params, report
 from helpers.cache import ResultCache
 from helpers.cross_model import (
+    AUDIT,
     CAUSAL,
     LAST,
     NATIVE,
@@ -80,6 +81,7 @@ from helpers.pointing import SYNTHETIC
 from helpers.pointing_convert import converted_task
 from helpers.pointing_runs import score_suite
 from helpers.stats import against_random, t_interval
+from helpers.verdicts import AUDIT_RANGES
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
@@ -118,11 +120,16 @@ for name in P.models:
 # %% [markdown]
 # ## Table 22: the baseline audit
 # Mean P(correct) without intervention: oracle grid (the prompt names the target cell; expect about 1),
-# blank floor (expect 0.25), the NCS arms matched (about 1) and mismatched (0.25); `card targets`: an
+# blank floor (expect 0.25), the NCS arms matched (about 1) and mismatched (0.25), each against the range
+# printed below (helpers.verdicts.AUDIT_RANGES, the same ranges as 07's report card); `card targets`: an
 # embedded toy's eight held-out targets met. The paper's rows are Qwen3-VL-8B on its converted benchmarks.
 
 # %%
 table22 = pd.DataFrame(audit)
+print(
+    "ranges:",
+    ", ".join(f"{name} {AUDIT_RANGES[source][0]:g}-{AUDIT_RANGES[source][1]:g}" for name, source in AUDIT.items()),
+)
 report.table(table22, "table22_baseline_audit", P.out_dir, on="model")
 display(report.reference("table22_baseline_audit").round(3))
 

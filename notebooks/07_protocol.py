@@ -46,7 +46,7 @@ data_dir = None
 cache_dir = None
 
 # %%
-from helpers import params, protocol, report
+from helpers import params, paths, protocol, report
 from helpers.figures.explorer import plot_random_histograms
 
 P = params.gather(globals(), "07_protocol")
@@ -102,7 +102,7 @@ report.table(card["rows"], "protocol_rows", P.out_dir)
 first = next(iter(card["random_means"].values()))
 fig = plot_random_histograms(first["S"], first["random"], f"{card['meta']['head-sets'][0]}: S against its random sets")
 written = protocol.write_report(card, P.out_dir / "notebooks", fig, "protocol_random_sets_0")
-print("wrote", *written)
+print("wrote", *map(paths.shown, written))
 
 # %% [markdown]
 # ## Explorer (`interactive=True`)

@@ -1,10 +1,12 @@
 """Notebook 06's helpers at tiny sizes: the baseline audit's flags, Table 8's ranges, Figure 7's overlaps,
 the toy cards' targets and the `models` parameter."""
 
+import json
+
 import numpy as np
 import pytest
 
-from helpers import params
+from helpers import params, paths
 from helpers.cross_model import AUDIT, NATIVE, audit_row, card_targets, overlap_rows, ranges
 
 
@@ -20,11 +22,15 @@ def test_audit_flags_each_baseline_outside_its_range_and_a_toy_that_misses_card_
     assert list(AUDIT) == ["oracle grid", "blank floor", "matched", "mismatched"]
 
 
-def test_card_targets_of_the_shipped_and_further_toys():
+def test_card_targets_of_the_shipped_and_further_toys(tmp_path, monkeypatch):
     assert card_targets("toy") == (8, 8)
-    met, total = card_targets("toy-qwen2vl")
-    assert total == 8 and met < 8  # the card says it misses targets
     assert card_targets("Qwen/Qwen3-VL-8B-Instruct") is None
+    monkeypatch.setattr(paths, "TOY_MODELS", tmp_path)
+    (tmp_path / "half").mkdir()
+    results = {f"task {i}": {"passes": i % 2 == 0} for i in range(8)}
+    (tmp_path / "half" / "heldout_accuracy.json").write_text(json.dumps({"results": results}))
+    assert card_targets("toy-half") == (4, 8)  # a card that misses half its targets
+    assert card_targets("toy-nonesuch") is None  # no card
 
 
 def test_ranges_take_s_and_the_first_random_draw():

@@ -64,6 +64,13 @@ def test_tables_and_head_sets_go_through_atomic_write(tmp_path, monkeypatch):
     assert headsets.load(tmp_path / "s.json")["heads"] == [[1, 2]]
 
 
+def test_a_table_prints_values_that_round_to_zero_without_a_sign(tmp_path):
+    df = pd.DataFrame({"x": [-0.0004, 0.0004, -0.0006, float("nan")], "name": ["a", "b", "c", "d"]})
+    save_table(df, "t", tmp_path)
+    assert (tmp_path / "t.csv").read_text() == "x,name\n0.000,a\n0.000,b\n-0.001,c\n,d\n"
+    assert df["x"].iloc[0] == -0.0004  # the caller's frame is left as it was
+
+
 def test_file_hashes_are_read_once_per_version(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "FINGERPRINTS", tmp_path / "fingerprints.json")
     reads = []

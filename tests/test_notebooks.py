@@ -4,6 +4,7 @@ import ast
 import json
 
 import jupytext
+import nbformat
 import pytest
 
 from helpers import paths, run
@@ -115,3 +116,41 @@ def test_parameters_are_gathered_from_the_parameters_cell():
     assert gathered.beta == 3.0 and gathered.n_items == declared["n_items"]
     assert gathered.out_dir.parent == paths.RUNS and gathered.data_dir == gathered.out_dir / "data"
     assert params.gather(dict(declared), "03_cers").data_dir == paths.DATA
+
+
+def test_a_published_copy_names_no_machine_paths_and_a_rerun_in_lab_does_not_publish():
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("out_dir = None", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(
+                f"out_dir = {str(paths.PAPER_FIGURES)!r}\n", metadata={"tags": ["injected-parameters"]}
+            ),
+        ],
+        metadata={
+            "papermill": {
+                "input_path": str(paths.BUILD / "runner" / "x.ipynb"),
+                "parameters": {"out_dir": str(paths.PAPER_FIGURES), "data_dir": str(paths.DATA)},
+            }
+        },
+    )
+    run._unpin_folders(notebook)
+    record = notebook.metadata["papermill"]
+    assert record["input_path"] == "build/runner/x.ipynb"
+    assert record["parameters"] == {"out_dir": "paper_figures", "data_dir": "data"}
+    injected = notebook.cells[1].source
+    assert str(paths.ROOT) not in injected and "#   out_dir = 'paper_figures'" in injected
+    assert all(line.startswith("#") for line in injected.splitlines())  # a rerun keeps the defaults
+
+
+def test_the_published_executed_notebooks_carry_no_absolute_folder_and_no_progress_bar():
+    for path in sorted(paths.PUBLISHED_NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        record = notebook.metadata["papermill"]
+        assert not record["input_path"].startswith("/") and not record["output_path"].startswith("/"), path.name
+        assert not any(str(v).startswith("/") for v in record["parameters"].values()), path.name
+        injected = [c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])]
+        assert all(line.startswith("#") for c in injected for line in c.source.splitlines()), path.name
+        outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+        widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        bars = [o for o in outputs if o.get("name") == "stderr" and "%|" in o.get("text", "")]
+        assert not widgets and not bars, f"{path.name}: {len(widgets)} widget and {len(bars)} progress-bar outputs"

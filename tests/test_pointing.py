@@ -32,6 +32,16 @@ def test_every_synthetic_task_builds_the_apparatus_in_every_variant(name):
     assert len({item.correct for item in by_variant["plain"]}) > 1  # the correct cell varies
 
 
+def test_a_range_of_items_is_the_same_items_as_the_slice_of_all():
+    task = SYNTHETIC["spatial_relation"]
+    for variant in ("plain", "mismatched"):
+        whole, part = task_items(task, 7, 2, variant), task_items(task, 7, 2, variant, start=4)
+        assert len(part) == 3
+        for a, b in zip(whole[4:], part):
+            assert a.prompt == b.prompt and a.correct == b.correct
+            assert np.array_equal(np.asarray(a.image), np.asarray(b.image))
+
+
 def test_the_question_picks_the_correct_cell_by_its_option_text():
     items = task_items(SYNTHETIC["counting"], 5, 0)
     for item in items:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+from transformers.utils import logging as hf_logging
 
 from helpers import paths
 from helpers.engine.adapters import Adapter, adapter_for, text_config_path
@@ -89,19 +91,31 @@ def load_model(
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
     adapter = adapter_for(config, processor)
-    model = (
-        AutoModelForImageTextToText.from_pretrained(
+    with _quiet_loading(enabled=folder is not None and folder.resolve().is_relative_to(paths.HELPERS)):
+        model = AutoModelForImageTextToText.from_pretrained(
             path,
             use_safetensors=True,
             dtype=DTYPES[dtype],
             attn_implementation=attn_implementation_for(config),
             trust_remote_code=trust_remote_code,
         )
-        .to(device)
-        .eval()
-    )
+    model = model.to(device).eval()
     folder = folder or hub_snapshot(name_or_path)
     return LoadedModel(model=model, processor=processor, adapter=adapter, name=name_or_path, folder=folder)
+
+
+@contextmanager
+def _quiet_loading(enabled: bool):
+    """transformers' "Loading weights" bar off while `enabled` (the embedded toys load in well under a second;
+    in an executed notebook the bar is left behind as a widget stuck at 0%); a hub model keeps it."""
+    was_on = hf_logging.is_progress_bar_enabled()
+    if enabled and was_on:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled and was_on:
+            hf_logging.enable_progress_bar()
 
 
 def model_folder(name_or_path: str) -> Path | None:

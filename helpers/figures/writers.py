@@ -3,6 +3,7 @@ Notebooks call them through helpers/report.py, which also shows each figure and 
 matplotlib backend is left to the front end (inline in Jupyter and papermill; Agg, chosen by matplotlib
 itself, where there is no display)."""
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -31,6 +32,20 @@ def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = "
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, tex = out_dir / f"{name}.csv", out_dir / f"{name}.tex"
+    df = _unsigned_zeros(df, float_format)
     atomic_write(csv, df.to_csv(index=False, float_format=float_format))
     atomic_write(tex, df.to_latex(index=False, float_format=float_format, na_rep="--"))
     return [csv, tex]
+
+
+def _unsigned_zeros(df: pd.DataFrame, float_format: str) -> pd.DataFrame:
+    """Floats that print as zero at `float_format`'s precision ("%.3f") set to 0.0, so that a table never shows
+    "-0.000" beside "0.000" for two values that are the same at the digits it prints."""
+    match = re.fullmatch(r"%\.(\d+)f", float_format)
+    if match is None:
+        return df
+    below = 0.5 * 10.0 ** -int(match.group(1))
+    out = df.copy()
+    for column in out.select_dtypes("float").columns:
+        out.loc[out[column].abs() < below, column] = 0.0
+    return out
