@@ -300,6 +300,57 @@ def test_run_head_sets_equals_batched_and_sequential(family, lowest):
     torch.testing.assert_close(empty, lm.model(**item).logits.expand(2, -1, -1), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("bias", [HIDE, 2.5])
+@pytest.mark.parametrize("last_rows", [0, 5])
+@torch.no_grad()
+def test_run_head_sets_with_one_bias_for_all_copies_equals_the_loop(family, bias, last_rows):
+    """Copies with the same keys, rows and bias (the engine builds their biased mask once) == one call per set."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    rows = "all"
+    if last_rows:
+        rows = torch.zeros_like(keys)
+        rows[:, -last_rows:] = True
+    fast = run_head_sets(lm, item, heads, keys, bias, rows)  # [4, T, V]
+    for i in range(len(sets)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, rows=rows)):
+            alone = lm.model(**item).logits
+        torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+
+
+@torch.no_grad()
+def test_run_head_sets_in_several_forwards_equals_one_and_runs_the_vision_tower_once(family, monkeypatch):
+    """max_tokens below the copies' tokens: the copies go in forwards of 1 and 3 that share one vision run."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)], [(L - 1, 1)]]
+    heads = stack_head_sets(lm.adapter, sets)  # [5, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    T = keys.shape[1]
+    betas = torch.tensor([4.0, -3.0, 4.0, HIDE, 2.0])
+    whole = run_head_sets(lm, item, heads, keys, betas)  # [5, T, V], one forward
+    calls = []
+    for owner in {type(m) for m in lm.model.modules() if "get_image_features" in type(m).__dict__}:
+        original = owner.get_image_features
+        monkeypatch.setattr(
+            owner, "get_image_features", lambda self, *a, _f=original, **k: calls.append(1) or _f(self, *a, **k)
+        )
+    run_head_sets(lm, item, heads, keys, betas)
+    in_one_forward = len(calls)
+    for copies in (1, 3):
+        calls.clear()
+        parts = run_head_sets(lm, item, heads, keys, betas, max_tokens=copies * T)
+        torch.testing.assert_close(parts, whole, atol=1e-5, rtol=0)
+        assert len(calls) == in_one_forward, f"{copies} per forward: get_image_features ran {len(calls)} times"
+    assert in_one_forward >= ("pixel_values" in item)
+
+
 @torch.no_grad()
 def test_guards(family):
     name, lm, _, _, inputs = family

@@ -42,8 +42,8 @@ class Adapter:
     def repeat_text_input(self, name: str, value, n: int):
         """One per-item input of the text backbone, repeated to batch n; None for an input this family
         does not know (``run_head_sets`` then refuses)."""
-        if name == "attention_mask" and isinstance(value, dict):  # per layer type: [1, 1, T, T]
-            return {kind: None if m is None else m.repeat(n, *[1] * (m.ndim - 1)) for kind, m in value.items()}
+        if name == "attention_mask" and isinstance(value, dict):  # per layer type: [1, 1, T, T], a view per copy
+            return {kind: None if m is None else m.expand(n, *m.shape[1:]) for kind, m in value.items()}
         if name in ("inputs_embeds", "attention_mask", "visual_pos_masks"):
             return value.repeat(n, *[1] * (value.ndim - 1))  # [1, ...] -> [n, ...]
         if name == "position_ids":

@@ -121,6 +121,7 @@ class _State:
     keys_seen: torch.Tensor | None = None  # [B] bool: a chosen row saw a selected key
     groups_seen: torch.Tensor | None = None  # [B, G] bool: a key of the read group is visible to some row
     shared_layers: int = 0  # candidate layers run once at batch 1 (run_head_sets)
+    same_item: bool = False  # every batch row is a copy of one item with the same keys, rows and bias (run_head_sets)
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -128,7 +129,10 @@ _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its o
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
-    if _is_plain_causal(attention_mask):  # sdpa's causal kernel skips the masked half: as fast as plain sdpa
+    copies = any(state.same_item and module in state.layer_of for state in _ACTIVE)
+    if _is_plain_causal(
+        attention_mask[:1] if copies else attention_mask
+    ):  # sdpa's causal kernel skips the masked half: as fast as plain sdpa
         output, _ = sdpa_attention_forward(
             module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True)
         )
@@ -165,7 +169,8 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     query_pos = state.step_end - q_len + torch.arange(q_len, device=query.device)  # [q]
     key_pos = state.step_end - k_len + torch.arange(k_len, device=query.device)  # [k]
     mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
-    visible = mask[:, 0] > torch.finfo(mask.dtype).min / 2  # [B, q, k]: keys each row can see
+    # [B, q, k]: keys each row can see; [1, q, k] when the rows are copies of one item (the same mask)
+    visible = (mask[:1] if state.same_item else mask)[:, 0] > torch.finfo(mask.dtype).min / 2
     groups_of_kv = n_heads // key.shape[1]
     state.layer_calls[layer] += 1
     if state.read is not None:
@@ -174,15 +179,26 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
         _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
 
 
-def _is_plain_causal(attention_mask) -> bool:
-    """True for a float mask [B, 1, T, T] that only hides the future (no padding, window or bidirectional block)."""
+def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
+    """True for a float mask [B, 1, T, T] that only hides the future (no padding, window or bidirectional block);
+    ``first_copy``: the batch rows are copies of one item, so only the first is checked. Every layer of a
+    forward gets the same mask tensor, so the answer is kept for it (while it is not modified in place)."""
     if attention_mask is None or attention_mask.dtype == torch.bool:
         return False
     size = attention_mask.shape[-1]
     if size < 2 or attention_mask.shape[-2] != size:  # decode steps, cached prefill
         return False
+    seen, version, first, verdict = _CAUSAL_MEMO
+    if seen is attention_mask and version == attention_mask._version and first == first_copy:
+        return verdict
+    checked = attention_mask[:1] if first_copy else attention_mask
     allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()  # [T, T]
-    return bool(((attention_mask == 0) == allowed).all())
+    verdict = bool(((checked == 0) == allowed).all())
+    _CAUSAL_MEMO[:] = [attention_mask, attention_mask._version, first_copy, verdict]
+    return verdict
+
+
+_CAUSAL_MEMO = [None, -1, False, False]  # the last mask checked, its version, first_copy, the verdict
 
 
 AttentionInterface.register(ATTENTION, head_probe_attention)
@@ -242,7 +258,8 @@ def _intervene(state, layer, output, query, key, value, mask, visible, scaling, 
     """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``.
 
     Rows, keys, bias and mask belong to a batch row, not to a head, so the biased mask is built once per
-    batch row that carries heads (U of them) and shared by its heads; when every such row carries the same
+    batch row that carries heads (U of them) and shared by its heads, or once for all of them when the batch
+    rows are copies of one item (``state.same_item``, run_head_sets); when every such row carries the same
     number of heads here (a set and its layer-matched controls always do), the heads are laid out
     [U, heads, r, D] and the mask broadcasts over them, else the mask is gathered per pair."""
     spec = state.intervene
@@ -252,38 +269,45 @@ def _intervene(state, layer, output, query, key, value, mask, visible, scaling, 
         return
     b, h = pairs[:, 0], pairs[:, 1]
     carriers, pair_row = b.unique(return_inverse=True)  # [U] batch rows with heads here; [N] each pair's one
-    gate = _select(spec.rows, query_pos, batch)[carriers] & visible[carriers].any(-1)  # [U, q]: rows that see a key
+    # Copies of one item (run_head_sets) share mask, keys, rows and bias: what follows from them is computed
+    # once, [1, ...], and broadcast over the U batch rows; otherwise once per batch row, [U, ...].
+    own = carriers[:1] if state.same_item else carriers  # [U'] the batch rows whose selections are computed
+    seen_all = visible if state.same_item else visible[carriers]  # [U', q, k]
+    gate = _select(spec.rows, query_pos, batch)[own] & seen_all.any(-1)  # [U', q]: rows that see a key
     row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
         return
     all_rows = row_index.numel() == query_pos.numel()
-    gate = gate if all_rows else gate[:, row_index]  # [U, r]
-    state.rows_hit[carriers[gate.any(1)].cpu()] = True
-    seen = visible[carriers] if all_rows else visible[carriers][:, row_index]  # [U, r, k]
-    hit = _select(spec.keys, key_pos, batch)[carriers][:, None, :] & seen  # [U, r, k]: selected keys it can see
-    state.keys_seen[carriers[(hit & gate[..., None]).flatten(1).any(1)].cpu()] = True
-    bias = spec.bias_per_row.to(query.device)[carriers]  # [U]
-    left = seen & ~(hit & (bias == HIDE)[:, None, None])  # [U, r, k]: keys still visible after hiding
-    emptied = gate & ~left.any(-1)  # [U, r]
+    gate = gate if all_rows else gate[:, row_index]  # [U', r]
+    seen = seen_all if all_rows else seen_all[:, row_index]  # [U', r, k]
+    hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen  # [U', r, k]: selected keys it can see
+    n_carriers = carriers.numel()
+    state.rows_hit[carriers[gate.any(1).expand(n_carriers)].cpu()] = True
+    state.keys_seen[carriers[(hit & gate[..., None]).flatten(1).any(1).expand(n_carriers)].cpu()] = True
+    bias = spec.bias_per_row.to(query.device)[own]  # [U']
+    left = seen & ~(hit & (bias == HIDE)[:, None, None])  # [U', r, k]: keys still visible after hiding
+    emptied = gate & ~left.any(-1)  # [U', r]
     if emptied.any():
         row_of, row = emptied.nonzero()[0].tolist()
         raise ValueError(
             f"the intervention hides every key that query row {int(query_pos[row_index[row]])} of batch row "
-            f"{int(carriers[row_of])} can see (candidate layer {layer}, head {int(h[pair_row == row_of][0])}): its "
+            f"{int(own[row_of])} can see (candidate layer {layer}, head {int(h[pair_row == row_of][0])}): its "
             "attention would be undefined; hide fewer keys or leave that row out of Intervention.rows"
         )
-    masked = mask[carriers, 0] if all_rows else mask[carriers, 0][:, row_index]  # [U, r, k]: every head's mask
+    masked = mask[own, 0] if all_rows else mask[own, 0][:, row_index]  # [U', r, k]: every head's mask
     lowest = torch.finfo(mask.dtype).min
     biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
     q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
     steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, carriers.numel(), scaling)  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
-    output[where] = torch.where(gate[pair_row][..., None], steered.to(output.dtype), output[where])
+    pair_gate = gate.expand(n_carriers, -1)[pair_row]  # [N, r]
+    output[where] = torch.where(pair_gate[..., None], steered.to(output.dtype), output[where])
 
 
 def _attend(q_sel, k_sel, v_sel, row_mask, pair_row, n_rows: int, scaling) -> torch.Tensor:
-    """sdpa of each pair [N, r|k, D] under its batch row's mask row_mask [U, r, k] (pair_row: [N] -> U)."""
+    """sdpa of each pair [N, r|k, D] under its batch row's mask row_mask [U, r, k] or, shared by every batch
+    row, [1, r, k] (pair_row: [N] -> U)."""
     n_pairs, r, d = q_sel.shape
     if n_pairs % n_rows == 0 and (pair_row.view(n_rows, -1) == pair_row.view(n_rows, -1)[:, :1]).all():
         heads = n_pairs // n_rows  # every batch row carries `heads` pairs, consecutively
@@ -291,7 +315,7 @@ def _attend(q_sel, k_sel, v_sel, row_mask, pair_row, n_rows: int, scaling) -> to
         out = scaled_dot_product_attention(*grouped, attn_mask=row_mask[:, None], scale=scaling)
         return out.reshape(n_pairs, r, d)
     return scaled_dot_product_attention(
-        q_sel[None], k_sel[None], v_sel[None], attn_mask=row_mask[pair_row][None], scale=scaling
+        q_sel[None], k_sel[None], v_sel[None], attn_mask=row_mask.expand(n_rows, -1, -1)[pair_row][None], scale=scaling
     )[0]
 
 
@@ -372,8 +396,8 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
 
 @contextmanager
-def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_layers: int = 0):
-    """probe's body; yields the _State. ``shared_layers``: see run_head_sets."""
+def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_layers: int = 0, same_item: bool = False):
+    """probe's body; yields the _State. ``shared_layers`` and ``same_item``: see run_head_sets."""
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
     adapter, model = loaded.adapter, loaded.model
@@ -409,6 +433,7 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
         keys_seen=torch.zeros(batch, dtype=torch.bool),
         groups_seen=torch.zeros(batch, len(recording.group_names), dtype=torch.bool),
         shared_layers=shared_layers,
+        same_item=same_item,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
         lambda module, args, kwargs: _note_step(state, args, kwargs), with_kwargs=True

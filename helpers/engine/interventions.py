@@ -38,7 +38,8 @@ def letter_probs_under(
     """[n, 4] P(A..D) of the one item in `batch` with head-set i [L, H] biased by `bias` on `keys`.
 
     heads: bool [n, L, H]; keys: bool [1, T] (the same for every set) or [n, T]; bias: a float, HIDE or
-    an [n] tensor; rows: a row group (ROW_GROUPS)."""
+    an [n] tensor; rows: a row group (ROW_GROUPS). sets_per_forward: copies in one forward (the vision tower
+    runs once for all of them)."""
     if len(batch.items) != 1:
         raise ValueError(f"letter_probs_under takes a batch of one item, got {len(batch.items)}")
     n = heads.shape[0]
@@ -51,14 +52,14 @@ def letter_probs_under(
         selected_rows = selected_rows.to(device)
     bias = torch.as_tensor(bias, dtype=torch.float32)
     letter_ids = option_token_ids(lm.processor.tokenizer)
-    out = []
-    for start in range(0, n, sets_per_forward):
-        stop = min(start + sets_per_forward, n)
-        chunk_keys = keys if keys.shape[0] == 1 else keys[start:stop]
-        chunk_bias = bias if bias.ndim == 0 else bias[start:stop]
-        chunk_heads = heads[start:stop].to(device)
-        logits = run_head_sets(  # [c, 1, V]: the output head runs only at the answer row
-            lm, inputs, chunk_heads, chunk_keys.to(device), chunk_bias, selected_rows, logits_to_keep=1
-        )
-        out.append(letter_probs_from_logits(logits[:, -1], letter_ids).cpu())
-    return torch.cat(out)
+    logits = run_head_sets(  # [n, 1, V]: the output head runs only at the answer row
+        lm,
+        inputs,
+        heads.to(device),
+        keys.to(device),
+        bias,
+        selected_rows,
+        logits_to_keep=1,
+        max_tokens=sets_per_forward * inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
+    )
+    return letter_probs_from_logits(logits[:, -1], letter_ids).cpu()
