@@ -46,7 +46,7 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import headsets, params, report
+from helpers import headsets, params, paths, report
 from helpers.cache import ResultCache
 from helpers.design import k_for
 from helpers.discovery import all_setting_scores, discover_all, panel_profile
@@ -132,7 +132,7 @@ long = pd.DataFrame(
         for h in range(v.shape[1])
     ]
 )
-headsets.save_scores(long, P.data_dir / "discovery_scores.csv")
+print("wrote", paths.shown(headsets.save_scores(long, P.data_dir / "discovery_scores.csv")))
 
 # %%
 fig = plot_score_maps(mean_scores, k_top)

@@ -151,6 +151,8 @@ def test_the_published_executed_notebooks_carry_no_absolute_folder_and_no_progre
         injected = [c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])]
         assert all(line.startswith("#") for c in injected for line in c.source.splitlines()), path.name
         outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+        shown = json.dumps(outputs)
+        assert str(paths.ROOT) not in shown and "PosixPath('/" not in shown, f"{path.name} prints an absolute path"
         widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         bars = [o for o in outputs if o.get("name") == "stderr" and "%|" in o.get("text", "")]
         assert not widgets and not bars, f"{path.name}: {len(widgets)} widget and {len(bars)} progress-bar outputs"
