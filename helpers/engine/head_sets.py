@@ -73,8 +73,8 @@ def run_head_sets(
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
 
     The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
-    and the decoder layers below d0 run once at batch 1 and the hidden states entering layer d0 are
-    repeated n times. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its
+    runs once for all of them, the decoder layers below d0 once per forward at batch 1, and the hidden
+    states entering layer d0 are repeated once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its
     first layers; Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input
     instead (the vision tower still runs once).
     """
