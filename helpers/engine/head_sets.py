@@ -74,9 +74,9 @@ def run_head_sets(
 
     The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
     runs once for all of them, the decoder layers below d0 once per forward at batch 1, and the hidden
-    states entering layer d0 are repeated once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its
-    first layers; Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input
-    instead (the vision tower still runs once).
+    states entering layer d0 are repeated once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL
+    adds visual features after its first layers; Gemma 4 may reuse earlier layers' keys) the copies are made
+    at the text backbone's input instead (the vision tower still runs once).
     """
     if item["input_ids"].shape[0] != 1:
         raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
