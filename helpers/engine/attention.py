@@ -130,9 +130,7 @@ _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its o
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
     copies = any(state.same_item and module in state.layer_of for state in _ACTIVE)
-    if _is_plain_causal(
-        attention_mask[:1] if copies else attention_mask
-    ):  # sdpa's causal kernel skips the masked half: as fast as plain sdpa
+    if _is_plain_causal(attention_mask, first_copy=copies):  # the causal kernel skips the masked half
         output, _ = sdpa_attention_forward(
             module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True)
         )
@@ -299,7 +297,7 @@ def _intervene(state, layer, output, query, key, value, mask, visible, scaling, 
     biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
     q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
-    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, carriers.numel(), scaling)  # [N, r, D]
+    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, n_carriers, scaling)  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
     pair_gate = gate.expand(n_carriers, -1)[pair_row]  # [N, r]
     output[where] = torch.where(pair_gate[..., None], steered.to(output.dtype), output[where])
