@@ -82,7 +82,13 @@ def _imports_of(name: str) -> list[str]:
 
 def _code_text(path: Path) -> str:
     """The module's syntax tree without docstrings, as text: comments and layout do not change it."""
-    tree = ast.parse(path.read_text())
+    return _tree_text(path.read_text())
+
+
+@functools.lru_cache(maxsize=512)
+def _tree_text(source: str) -> str:
+    """_code_text of a module's source, parsed once per distinct source in a process."""
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (

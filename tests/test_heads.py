@@ -9,12 +9,14 @@ from helpers.engine import (
     Intervention,
     Read,
     expand_item,
+    head_sets,
     heads_to_mask,
     probe,
     run_head_sets,
     stack_head_sets,
     wrap_model,
 )
+from helpers.engine.head_sets import _from_prefix
 from tests.oracle import ORACLE, oracle_bias
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
@@ -321,6 +323,47 @@ def test_run_head_sets_with_one_bias_for_all_copies_equals_the_loop(family, bias
             alone = lm.model(**item).logits
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
+
+
+@pytest.mark.parametrize(("last_rows", "keep", "per_forward"), [(1, 1, 4), (5, 1, 4), (5, 3, 1)])
+@torch.no_grad()
+def test_run_head_sets_from_an_unchanged_prefix_equals_the_loop(family, monkeypatch, last_rows, keep, per_forward):
+    """Rows after every image token: the prefix runs once into a cache and the copies continue from it (in forwards
+    of per_forward copies); their kept logits == one full probe call per set. Padded items run whole copies."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    betas = torch.tensor([HIDE, 3.0, HIDE, -2.0])
+    seen = []
+    monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
+
+    real = item["attention_mask"][0].bool()
+    assert not real.all()  # the fixture's batch row 1 has left pads
+    last = torch.zeros_like(real)[None]
+    last[:, -1] = True
+    run_head_sets(lm, item, heads, lm.adapter.image_positions(item["input_ids"]), betas, last, logits_to_keep=1)
+    assert seen == []
+    item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
+
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    T = keys.shape[1]
+    assert int(keys[0].nonzero().max()) < T - last_rows  # the image lies in the prefix
+    rows = torch.zeros_like(keys)
+    rows[:, -last_rows:] = True
+    fast = run_head_sets(lm, item, heads, keys, betas, rows, logits_to_keep=keep, max_tokens=per_forward * T)
+    recurrent = name in ("lfm2_vl", "qwen3_5")  # their convolution / linear-attention layers: whole copies
+    assert lm.adapter.continues_from_cache != recurrent
+    assert seen == ([] if recurrent else [T - last_rows]) and fast.shape[:2] == (4, keep)
+    for i in range(len(sets)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+            alone = lm.model(**item).logits[:, -keep:]
+        torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+    seen.clear()
+    run_head_sets(lm, item, heads, keys, betas, rows)  # every position's logits: whole copies
+    assert seen == []
 
 
 @torch.no_grad()

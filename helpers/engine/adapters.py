@@ -39,6 +39,12 @@ class Adapter:
     # d >= this: Qwen3-VL adds visual features after its first layers, Gemma 4
     # layers may reuse earlier layers' keys (then n_layers: never)
 
+    @property
+    def continues_from_cache(self) -> bool:
+        """run_head_sets may run an unchanged prefix once and continue every copy from its cache: when every
+        decoder layer is softmax attention (a recurrent layer's cached state is not repeated per copy)."""
+        return len(self.candidate_layers) == self.n_layers
+
     def repeat_text_input(self, name: str, value, n: int):
         """One per-item input of the text backbone, repeated to batch n; None for an input this family
         does not know (``run_head_sets`` then refuses)."""

@@ -6,6 +6,7 @@ share (the vision tower, the decoder layers below the first intervened layer) ru
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 
 import torch
@@ -72,7 +73,10 @@ def run_head_sets(
     head runs only at the last position, logits [n, 1, V]; 0: every position). ``max_tokens``: copies x T
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
 
-    The copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
+    When no copy intervenes before position p0 and every image token lies before p0 (the prompt's rows or its
+    last row only, with ``logits_to_keep`` >= 1), positions [0, p0) run once at batch 1 with the vision tower and
+    the copies compute only [p0, T) against their cached keys and values (the engine's decode-step path).
+    Otherwise the copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
     runs once for all of them, the decoder layers below d0 once per forward at batch 1, and the hidden
     states entering layer d0 are repeated once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL
     adds visual features after its first layers; Gemma 4 may reuse earlier layers' keys) the copies are made
@@ -86,6 +90,9 @@ def run_head_sets(
     keys = _per_copy("keys", keys, n)
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
+    start = _unchanged_prefix(loaded.adapter, item, rows, logits_to_keep)
+    if start:
+        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, start, per_forward)
     if n <= per_forward:
         return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]
@@ -96,6 +103,49 @@ def run_head_sets(
                 for s in parts
             ]
         )
+
+
+def _unchanged_prefix(adapter, item: dict, rows, logits_to_keep: int) -> int:
+    """p0 > 0 when positions [0, p0) are the same in every copy and hold every image token (0: run whole copies).
+
+    No copy intervenes at a row before the first chosen row p0, and under a causal mask those rows see no
+    later row, so they are the clean item's; with the images among them, positions [p0, T) are plain text
+    that continues from the cache (position ids included, as in a decode step). The rows whose logits are
+    kept must lie in [p0, T), and the item has no pads (its positions then follow from the cache alone)."""
+    padded = "attention_mask" in item and not bool(item["attention_mask"].all())
+    if isinstance(rows, str) or logits_to_keep < 1 or padded or not adapter.continues_from_cache:
+        return 0
+    chosen = rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
+    images = adapter.image_positions(item["input_ids"])[0].nonzero().flatten()  # [i]
+    if chosen.numel() == 0 or images.numel() == 0:
+        return 0
+    start = int(chosen[0])
+    fits = int(images[-1]) < start <= item["input_ids"].shape[1] - logits_to_keep
+    return start if fits else 0
+
+
+def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, per_forward: int):
+    """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): they run once,
+    at batch 1 and with the images, into a cache; each forward of copies then runs positions [start, T) of the
+    text only, as a continuation of that cache repeated once per copy."""
+    model, n = loaded.model, heads.shape[0]
+    length = item["input_ids"].shape[1]
+    per_position = [name for name, v in item.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == (1, length)]
+    prefix = {name: value[:, :start] if name in per_position else value for name, value in item.items()}
+    cache = model(**prefix, use_cache=True).cache
+    # no attention mask: one item has no pads, and positions continue from the cache as in a decode step
+    text = {name: item[name][:, start:] for name in per_position if name != "attention_mask"}  # [1, T - start]
+    logits = []
+    for part in (slice(first, first + per_forward) for first in range(0, n, per_forward)):
+        copies = heads[part].shape[0]
+        part_cache = copy.deepcopy(cache)
+        part_cache.batch_repeat_interleave(copies)
+        spec = Intervention(heads=heads[part], keys=keys[part], rows=rows[part], bias=_copies(bias, part, n))
+        same_item = _one_for_all(keys) and _one_for_all(rows) and _uniform(bias)
+        with _probe(loaded, None, spec, same_item=same_item):
+            inputs = {name: value.expand(copies, -1) for name, value in text.items()}
+            logits.append(model(**inputs, cache=part_cache, use_cache=True, logits_to_keep=logits_to_keep).logits)
+    return torch.cat(logits)
 
 
 def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int) -> torch.Tensor:
