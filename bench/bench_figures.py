@@ -9,6 +9,8 @@ what a load from other processes changes least):
 - the exact cuts, one by one, per item of a CERS run (S + 20 sets steered to c and to d, 42 copies) and
   of an NCS arm (21 copies): the clean forward per call, the output head at every row, the stimuli
   re-rendered per chunk, the processor call per run; each cut's factor on the per-item time;
+- an NCS call that intervenes only at the prompt's rows or the last row: the unchanged prefix run once and the
+  copies continued from its cache, against whole copies;
 - the per-copy time of run_head_sets against the fp32 matmul-peak floor (the copy's matmul FLOPs at the
   peak measured here) and the fixed cost per call;
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
@@ -29,6 +31,7 @@ import resource
 import statistics
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import torch
@@ -130,6 +133,27 @@ def cuts(lm, repeats: int) -> dict:
     return out
 
 
+def prefix_rows(lm, repeats: int) -> dict:
+    """An NCS call (S + 20 sets) that hides the image at the prompt's rows or at the last row only: the unchanged
+    prefix run once with each copy continuing from its cache, against whole copies (the adapter's
+    continues_from_cache turned off); seconds, factor and max |P_prefix - P_whole| over a few items."""
+    sets = torch.as_tensor(_sets(lm))
+    items = single_image_items(load_corpus("co"), 4, 0, "matched")
+    batches = [build_batch(lm.processor, [item]) for item in items]
+    out = {}
+    for rows in ("prompt", "last"):
+
+        def probs(batch, whole: bool, rows=rows):
+            with mock.patch.object(type(lm.adapter), "continues_from_cache", not whole):
+                return letter_probs_under(lm, batch, sets, batch.image_mask, HIDE, rows)  # [21, 4]
+
+        deviation = max(float((probs(b, False) - probs(b, True)).abs().max()) for b in batches)
+        calls = {"whole": lambda: probs(batches[0], True), "prefix": lambda: probs(batches[0], False)}
+        t = _interleaved(calls, repeats)
+        out[rows] = {"seconds": t, "factor": t["whole"] / t["prefix"], "max_abs_deviation": deviation}
+    return out
+
+
 def matmul_floor(lm) -> dict:
     """fp32 matmul FLOPs of one copy of an NCS item through the decoder, and the seconds they take at the
     peak rate of a [T*21, D] x [D, D'] matmul measured here."""
@@ -204,7 +228,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     lm = load_model("toy")
-    result = {"cuts": cuts(lm, args.repeats), "floor": matmul_floor(lm)}
+    result = {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
     result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
     per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
     result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
@@ -225,6 +249,11 @@ def _print(result: dict) -> None:
         )
         for name, factor in c["factors"].items():
             print(f"    {name:<40}{factor:>6.2f}x")
+    for rows, r in result["prefix_rows"].items():
+        print(
+            f"ncs call at the {rows} rows: unchanged prefix once {1e3 * r['seconds']['prefix']:.0f} ms vs whole "
+            f"copies {1e3 * r['seconds']['whole']:.0f} ms = {r['factor']:.2f}x, max |dP| {r['max_abs_deviation']:.1e}"
+        )
     floor = result["floor"]
     print(
         f"per copy {1e3 * result['cuts']['ncs']['per_copy_seconds']:.2f} ms vs matmul-peak floor "
