@@ -90,9 +90,9 @@ def run_head_sets(
     keys = _per_copy("keys", keys, n)
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
-    start = _unchanged_prefix(loaded.adapter, item, rows, logits_to_keep)
-    if start:
-        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, start, per_forward)
+    prefix_length = _unchanged_prefix(loaded.adapter, item, rows, logits_to_keep)
+    if prefix_length:
+        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, prefix_length, per_forward)
     if n <= per_forward:
         return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]
@@ -135,13 +135,13 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     cache = model(**prefix, use_cache=True).cache
     # no attention mask: one item has no pads, and positions continue from the cache as in a decode step
     text = {name: item[name][:, start:] for name in per_position if name != "attention_mask"}  # [1, T - start]
+    same_item = _one_for_all(keys) and _one_for_all(rows) and _uniform(bias)
     logits = []
     for part in (slice(first, first + per_forward) for first in range(0, n, per_forward)):
         copies = heads[part].shape[0]
         part_cache = copy.deepcopy(cache)
         part_cache.batch_repeat_interleave(copies)
         spec = Intervention(heads=heads[part], keys=keys[part], rows=rows[part], bias=_copies(bias, part, n))
-        same_item = _one_for_all(keys) and _one_for_all(rows) and _uniform(bias)
         with _probe(loaded, None, spec, same_item=same_item):
             inputs = {name: value.expand(copies, -1) for name, value in text.items()}
             logits.append(model(**inputs, cache=part_cache, use_cache=True, logits_to_keep=logits_to_keep).logits)
