@@ -90,12 +90,12 @@ def run_head_sets(
     keys = _per_copy("keys", keys, n)
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
+    parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
     prefix_length = _unchanged_prefix(loaded.adapter, item, rows, logits_to_keep)
     if prefix_length:
-        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, prefix_length, per_forward)
+        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, prefix_length, parts)
     if n <= per_forward:
         return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
-    parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]
     with _vision_once(loaded.model):
         return torch.cat(
             [
@@ -124,10 +124,10 @@ def _unchanged_prefix(adapter, item: dict, rows, logits_to_keep: int) -> int:
     return start if fits else 0
 
 
-def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, per_forward: int):
+def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, parts: list[slice]):
     """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): they run once,
     at batch 1 and with the images, into a cache; each forward of copies then runs positions [start, T) of the
-    text only, as a continuation of that cache repeated once per copy."""
+    text only, as a continuation of that cache repeated once per copy of the forward (``parts``)."""
     model, n = loaded.model, heads.shape[0]
     length = item["input_ids"].shape[1]
     per_position = [name for name, v in item.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == (1, length)]
@@ -137,7 +137,7 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     text = {name: item[name][:, start:] for name in per_position if name != "attention_mask"}  # [1, T - start]
     same_item = _one_for_all(keys) and _one_for_all(rows) and _uniform(bias)
     logits = []
-    for part in (slice(first, first + per_forward) for first in range(0, n, per_forward)):
+    for part in parts:
         copies = heads[part].shape[0]
         part_cache = copy.deepcopy(cache)
         part_cache.batch_repeat_interleave(copies)
