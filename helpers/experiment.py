@@ -15,7 +15,7 @@ from helpers import headsets
 from helpers.cache import ResultCache
 from helpers.controls import layer_matched_controls, with_controls
 from helpers.design import SETTINGS
-from helpers.engine import HIDE, load_model
+from helpers.engine import HIDE, compile_decoder_layers, load_model
 from helpers.necessity import ARMS, necessity_run
 from helpers.steering import steering_run
 
@@ -26,6 +26,8 @@ class Experiment:
     def __init__(self, params):
         self.params = params
         self.lm = load_model(params.model, device=params.device, dtype=params.dtype)
+        if params.torch_compile:
+            compile_decoder_layers(self.lm)
         self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
         self.discovered = self.head_sets()  # setting -> [L, H]
         self.k = int(next(iter(self.discovered.values())).sum())

@@ -283,6 +283,7 @@ CHECKS = {
     "profile": _check_choice("profile", sizes.PROFILES),
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
+    "torch_compile": _check_flag("torch_compile"),
     "heads": _check_heads,
     "import_k": _check_import_k,
     "sizes": _check_sizes,

@@ -37,6 +37,7 @@
 model = "toy"
 device = "cpu"
 dtype = "float32"
+torch_compile = True
 eval_corpus = "co"
 n_items = 100
 n_random = 20

@@ -4,7 +4,9 @@ The whole public API, by module:
 
 - ``loading``: ``load_model(name, device, dtype)`` -> ``LoadedModel`` (model, processor, adapter, name, folder)
   for "toy", a local ``save_pretrained`` folder or a hub id (device and dtype may be "auto");
-  ``wrap_model`` for a model built in memory; ``model_fingerprint`` (file contents + hub commit) for cache keys.
+  ``wrap_model`` for a model built in memory; ``model_fingerprint`` (file contents + hub commit) for cache keys;
+  on the CPU, glibc's allocator keeps freed activations for reuse (``allocator``).
+- ``compiled``: ``compile_decoder_layers(lm)``, torch.compile for the text backbone's decoder layers.
 - ``attention``: the attention function registered with transformers (``ATTENTION``) and the probe:
   ``probe(lm, read=Read(...), intervene=Intervention(...))`` around any forward or ``generate``;
   ``HIDE`` is the bias that masks keys.
@@ -19,6 +21,7 @@ The whole public API, by module:
 
 from helpers.engine.adapters import Adapter, adapter_for
 from helpers.engine.attention import ATTENTION, HIDE, Intervention, Read, Recording, probe
+from helpers.engine.compiled import compile_decoder_layers
 from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel, load_model, wrap_model
@@ -34,6 +37,7 @@ __all__ = [
     "Recording",
     "adapter_for",
     "build_batch",
+    "compile_decoder_layers",
     "expand_item",
     "heads_to_mask",
     "load_model",

@@ -66,6 +66,8 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 ATTENTION = "head_probe"
 HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
 READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
+SMALL_KEYS = 256  # up to this many keys, fp32 attention on the CPU runs as matmuls (_small)
+PLAIN_KWARGS = {"sliding_window", "position_ids", "cache_position", "is_causal", "use_cache"}  # _small ignores them
 
 Rows = torch.Tensor | str
 
@@ -129,7 +131,14 @@ _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its o
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
-    copies = any(state.same_item and module in state.layer_of for state in _ACTIVE)
+    states = [state for state in _ACTIVE if module in state.layer_of]
+    if _small(query, key, value, attention_mask, dropout, kwargs):
+        scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+        scores = _scores(query, key).mul_(scaling).add_(attention_mask)  # [B, H, q, k]
+        for state in states:
+            _apply(state, module, None, query, key, value, attention_mask, scaling, scores)
+        return _weighted(scores.softmax(-1), value), None
+    copies = any(state.same_item for state in states)
     if _is_plain_causal(attention_mask, first_copy=copies):  # the causal kernel skips the masked half
         output, _ = sdpa_attention_forward(
             module, query, key, value, None, dropout=dropout, scaling=scaling, **dict(kwargs, is_causal=True)
@@ -138,14 +147,48 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
         output, _ = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )  # [B, q, H, D]
-    for state in _ACTIVE:
-        if module in state.layer_of:
-            _apply(state, module, output, query, key, value, attention_mask, scaling)
+    for state in states:
+        _apply(state, module, output, query, key, value, attention_mask, scaling)
     return output, None
 
 
-def _apply(state: _State, module, output, query, key, value, attention_mask, scaling) -> None:
-    """One probe's read and intervention at one attention call (output [B, q, H, D] is changed in place)."""
+def _small(query, key, value, attention_mask, dropout, kwargs) -> bool:
+    """Attention as two batched matmuls around a softmax: on the CPU in fp32, for at most SMALL_KEYS keys and
+    with nothing but an additive float mask (no dropout, soft-capping, sinks or position bias). There sdpa's
+    CPU kernel spends more on its per-head blocks than on arithmetic; both compute softmax(q k^T s + mask) v."""
+    return (
+        query.device.type == "cpu"
+        and query.dtype == torch.float32
+        and key.shape[2] <= SMALL_KEYS
+        and key.shape[-1] == value.shape[-1]
+        and query.shape[1] % key.shape[1] == 0
+        and attention_mask is not None
+        and attention_mask.dtype == query.dtype
+        and not dropout
+        and tuple(attention_mask.shape[-2:]) == (query.shape[2], key.shape[2])
+        and all(given is None or given is False or name in PLAIN_KWARGS for name, given in kwargs.items())
+    )
+
+
+def _scores(query, key) -> torch.Tensor:
+    """q k^T [B, H, q, k]; each key head serves its group of query heads without being repeated."""
+    batch, n_heads, q_len, dim = query.shape
+    n_kv, k_len = key.shape[1], key.shape[2]
+    grouped = query.reshape(batch, n_kv, n_heads // n_kv * q_len, dim)  # [B, Hkv, g * q, D]
+    return torch.matmul(grouped, key.transpose(-1, -2)).view(batch, n_heads, q_len, k_len)
+
+
+def _weighted(weights, value) -> torch.Tensor:
+    """Attention weights [B, H, q, k] times values [B, Hkv, k, D] -> output [B, q, H, D] (sdpa's layout)."""
+    batch, n_heads, q_len, k_len = weights.shape
+    n_kv = value.shape[1]
+    out = torch.matmul(weights.view(batch, n_kv, n_heads // n_kv * q_len, k_len), value)  # [B, Hkv, g * q, D]
+    return out.view(batch, n_heads, q_len, -1).transpose(1, 2).contiguous()
+
+
+def _apply(state: _State, module, output, query, key, value, attention_mask, scaling, scores=None) -> None:
+    """One probe's read and intervention at one attention call: the intervention changes ``output`` [B, q, H, D]
+    in place, or, on the small path, the logits ``scores`` = q k^T s + mask [B, H, q, k] before their softmax."""
     layer = state.layer_of[module]
     if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
         state.layer_calls[layer] += 1
@@ -174,7 +217,9 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     if state.read is not None:
         _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
     if state.intervene is not None:
-        _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
+        _intervene(
+            state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos, scores
+        )
 
 
 def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
@@ -199,7 +244,8 @@ def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
 _CAUSAL_MEMO = [None, -1, False, False]  # the last mask checked, its version, first_copy, the verdict
 
 
-AttentionInterface.register(ATTENTION, head_probe_attention)
+# torch.compile'd decoder layers (helpers.engine.compiled) call it as it is, outside their graphs
+AttentionInterface.register(ATTENTION, torch.compiler.disable(head_probe_attention))
 AttentionMaskInterface.register(ATTENTION, eager_mask)
 
 
@@ -252,8 +298,11 @@ def _check_rows_present(state, layer, query_pos, batch) -> None:
         )
 
 
-def _intervene(state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos):
-    """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``.
+def _intervene(
+    state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos, scores=None
+):
+    """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``,
+    or (the small path) write the pairs' biased logits into ``scores`` before their softmax.
 
     Rows, keys, bias and mask belong to a batch row, not to a head, so the biased mask is built once per
     batch row that carries heads (U of them) and shared by its heads, or once for all of them when the batch
@@ -295,11 +344,16 @@ def _intervene(state, layer, output, query, key, value, mask, visible, scaling, 
     masked = mask[own, 0] if all_rows else mask[own, 0][:, row_index]  # [U', r, k]: every head's mask
     lowest = torch.finfo(mask.dtype).min
     biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
+    pair_gate = gate.expand(n_carriers, -1)[pair_row]  # [N, r]
     q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
+    if scores is not None:  # the pairs' rows of the logits [B, H, q, k], under their biased mask
+        where = (b[:, None], h[:, None], row_index[None, :])  # scores[where]: [N, r, k]
+        biased = (q_sel @ k_sel.transpose(1, 2)).mul_(scaling).add_(biased_mask.expand(n_carriers, -1, -1)[pair_row])
+        scores[where] = torch.where(pair_gate[..., None], biased, scores[where])
+        return
     steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, n_carriers, scaling)  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
-    pair_gate = gate.expand(n_carriers, -1)[pair_row]  # [N, r]
     output[where] = torch.where(pair_gate[..., None], steered.to(output.dtype), output[where])
 
 

@@ -16,6 +16,7 @@ from transformers.utils import logging as hf_logging
 
 from helpers import paths
 from helpers.engine.adapters import Adapter, adapter_for, text_config_path
+from helpers.engine.allocator import keep_freed_memory
 from helpers.engine.attention import ATTENTION
 from helpers.files import file_hashes
 
@@ -27,6 +28,7 @@ class LoadedModel:
     adapter: Adapter
     name: str
     folder: Path | None = None  # the save_pretrained folder (or hub snapshot) it was loaded from
+    compiled: bool = False  # decoder layers torch.compile'd (helpers.engine.compiled)
 
 
 # Files that define a saved model: weights, configs, processor, tokenizer and chat template.
@@ -86,6 +88,8 @@ def load_model(
     ``device`` "auto": cuda when available, else cpu; ``dtype`` "auto": bfloat16 on cuda, else float32."""
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
+    if device == "cpu":
+        keep_freed_memory()
     folder = model_folder(name_or_path)
     path = str(folder) if folder is not None else name_or_path  # None: a hub id to download
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)

@@ -1,0 +1,70 @@
+"""torch.compile'd decoder layers give the eager layers' results on every engine path (helpers.engine.compiled);
+the small-attention path (two matmuls around a softmax) gives sdpa's."""
+
+import pytest
+import torch
+
+from helpers.engine import HIDE, Read, build_batch, compile_decoder_layers, load_model, probe, run_head_sets
+from helpers.engine import attention
+from helpers.engine.mcq import letter_probs
+from helpers.stimuli import grid_items, load_corpus, single_image_items
+
+
+@pytest.fixture(scope="module")
+def toy():
+    lm = load_model("toy")
+    corpus = load_corpus("co")
+    single = build_batch(lm.processor, single_image_items(corpus, 1, 0, "matched"))
+    grid = build_batch(lm.processor, grid_items(corpus, 1, 0))
+    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    generator = torch.Generator().manual_seed(0)
+    sets = torch.rand(5, n_layers, n_heads, generator=generator) < 0.1  # [5, L, H]
+    sets[:, 1, 0] = True  # every set holds a head
+    return lm, single, grid, sets
+
+
+def _paths(lm, single, grid, sets) -> dict:
+    """Logits (or masses) of each path the notebooks take: one item, copies at every row, copies with their
+    own keys (steering to two cells), copies continued from an unchanged prefix (the last row), a read."""
+    keys = torch.zeros(2 * len(sets), grid.inputs["input_ids"].shape[1], dtype=torch.bool)
+    keys[: len(sets)] = grid.image_mask
+    keys[len(sets) :, grid.image_mask[0].nonzero()[0]] = True
+    with probe(lm, read=Read(rows="all", groups={"image": single.image_mask})) as read:
+        lm.model(**single.inputs)
+    return {
+        "one item": letter_probs(lm.model, lm.processor, single),
+        "copies, every row": run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1),
+        "copies, own keys": run_head_sets(lm, grid.inputs, torch.cat([sets, sets]), keys, 10.0, "all", 1),
+        "copies, last row": run_head_sets(
+            lm, single.inputs, sets, single.image_mask, HIDE, single.last_prompt_mask, 1
+        ),
+        "read": read.mass,
+    }
+
+
+@torch.no_grad()
+def test_compiled_layers_equal_the_eager_ones(toy):
+    lm, single, grid, sets = toy
+    eager = _paths(lm, single, grid, sets)
+    compile_decoder_layers(lm)
+    layers = lm.adapter.language_model(lm.model).layers
+    compiled_forwards = [layer.forward for layer in layers]
+    compile_decoder_layers(lm)  # a second call changes nothing
+    assert lm.compiled and [layer.forward for layer in layers] == compiled_forwards
+    compiled = _paths(lm, single, grid, sets)
+    for name in eager:
+        torch.testing.assert_close(compiled[name], eager[name], atol=1e-5, rtol=0, msg=name)
+    assert (eager["copies, every row"][0] - eager["copies, every row"][1]).abs().max() > 1e-3  # sets differ
+
+
+@torch.no_grad()
+def test_small_attention_equals_sdpa(toy, monkeypatch):
+    lm, single, grid, sets = toy
+    calls = []
+    scores = attention._scores
+    monkeypatch.setattr(attention, "_scores", lambda *args: calls.append(1) or scores(*args))
+    small = _paths(lm, single, grid, sets)
+    assert len(calls) >= 5 * len(lm.adapter.candidate_layers)  # every path went through the small attention
+    monkeypatch.setattr(attention, "SMALL_KEYS", 0)  # every call through sdpa
+    for name, value in _paths(lm, single, grid, sets).items():
+        torch.testing.assert_close(small[name], value, atol=1e-5, rtol=0, msg=name)
