@@ -4,8 +4,7 @@ the small-attention path (two matmuls around a softmax) gives sdpa's."""
 import pytest
 import torch
 
-from helpers.engine import HIDE, Read, build_batch, compile_decoder_layers, load_model, probe, run_head_sets
-from helpers.engine import attention
+from helpers.engine import HIDE, Read, attention, build_batch, compile_decoder_layers, load_model, probe, run_head_sets
 from helpers.engine.mcq import letter_probs
 from helpers.stimuli import grid_items, load_corpus, single_image_items
 
