@@ -18,7 +18,12 @@ what a load from other processes changes least):
 - the projected `make figures` time: each notebook's planned copies (helpers/steps.py) at the measured
   per-copy time, divided by the idle-core speed-up of the workers;
 - bf16 on CPU (the `dtype` parameter) against fp32: the NCS call's time and the largest deviation of
-  the letter probabilities over a few items.
+  the letter probabilities over a few items;
+- the kernels under each copy, one against the other on an NCS and a CERS call: glibc's allocator keeping
+  freed activations against its defaults (two processes each, alternated), the small-attention path against
+  sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities).
+
+Everything after the kernels runs with compiled decoder layers, as notebooks 03-05 do by default.
 
 Writes build/bench/figures.json and prints a table.
 """
@@ -29,6 +34,8 @@ import argparse
 import json
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from unittest import mock
@@ -40,7 +47,7 @@ from helpers import paths, steering, workers
 from helpers.cache import ResultCache
 from helpers.controls import layer_matched_sets, with_controls
 from helpers.design import SETTINGS
-from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, load_model, run_head_sets
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.mcq import letter_probs
 from helpers.headsets import load_settings
@@ -221,6 +228,99 @@ def bf16(lm, repeats: int) -> dict:
     return {"seconds": t, "speedup": t["fp32"] / t["bf16"], "max_abs_deviation": deviation, "items": len(items)}
 
 
+def _calls(lm) -> dict:
+    """An NCS call (S + 20 sets, image hidden at every row) and a CERS call (the same sets steered to two cells)."""
+    sets = torch.as_tensor(_sets(lm))
+    corpus = load_corpus("co")
+    grid = grid_items(corpus, 1, 0)[0]
+    single = build_batch(lm.processor, single_image_items(corpus, 1, 0, "matched"))
+    grid_batch = build_batch(lm.processor, [grid])
+    to_c, to_d = (steering.cell_keys(lm, grid_batch, grid, cell) for cell in (grid.correct, (grid.correct + 1) % 4))
+    keys = torch.cat([to_c.expand(len(sets), -1), to_d.expand(len(sets), -1)])
+    return {
+        "ncs": lambda: letter_probs_under(lm, single, sets, single.image_mask, HIDE),
+        "cers": lambda: letter_probs_under(lm, grid_batch, torch.cat([sets, sets]), keys, 10.0),
+    }
+
+
+ALLOCATOR_RUN = """
+import json, sys, time
+import torch
+import helpers.engine.loading
+from bench.bench_figures import _calls
+if sys.argv[1] == "default":
+    helpers.engine.loading.keep_freed_memory = lambda: False
+torch.set_num_threads(1)
+calls = _calls(helpers.engine.loading.load_model("toy"))
+out = {}
+for name, call in calls.items():
+    call()
+    start = time.process_time()
+    for _ in range(int(sys.argv[2])):
+        call()
+    out[name] = (time.process_time() - start) / int(sys.argv[2])
+print(json.dumps(out))
+"""
+
+
+def kernels(lm, repeats: int) -> dict:
+    """Seconds of an NCS and a CERS call under each kernel choice against its alternative, and max |dP|."""
+    calls = _calls(lm)
+    out = {}
+
+    def compare(name: str, kept: dict, other: dict, deviation: float | None = None) -> None:
+        out[name] = {
+            kind: {"seconds": {"kept": kept[kind], "other": other[kind]}, "factor": other[kind] / kept[kind]}
+            for kind in calls
+        }
+        if deviation is not None:
+            out[name]["max_abs_deviation"] = deviation
+
+    runs = {"kept": [], "default": []}
+    for _ in range(max(2, repeats // 2)):  # separate processes: glibc's defaults cannot be restored in one
+        for setting, times in runs.items():
+            command = [sys.executable, "-c", ALLOCATOR_RUN, setting, str(repeats)]
+            times.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
+    median = {s: {k: statistics.median(t[k] for t in runs[s]) for k in calls} for s in runs}
+    compare("allocator keeps freed memory", median["kept"], median["default"])
+
+    def with_small(keys: int, call):
+        def run():
+            attention.SMALL_KEYS, saved = keys, attention.SMALL_KEYS
+            try:
+                return call()
+            finally:
+                attention.SMALL_KEYS = saved
+
+        return run
+
+    small = {kind: with_small(attention.SMALL_KEYS, call) for kind, call in calls.items()}
+    sdpa = {kind: with_small(0, call) for kind, call in calls.items()}
+    t = _interleaved(
+        {**{("small", k): c for k, c in small.items()}, **{("sdpa", k): c for k, c in sdpa.items()}}, repeats
+    )
+    deviation = max(float((small[k]() - sdpa[k]()).abs().max()) for k in calls)
+    compare(
+        "attention as matmuls (<= SMALL_KEYS keys)",
+        *({k: t[(s, k)] for k in calls} for s in ("small", "sdpa")),
+        deviation,
+    )
+
+    compiled_lm = load_model("toy")
+    compile_decoder_layers(compiled_lm)
+    compiled = _calls(compiled_lm)
+    for call in compiled.values():
+        call()  # compiles
+    t = _interleaved(
+        {**{("compiled", k): c for k, c in compiled.items()}, **{("eager", k): c for k, c in calls.items()}}, repeats
+    )
+    deviation = max(float((compiled[k]() - calls[k]()).abs().max()) for k in calls)
+    compare(
+        "torch.compile'd decoder layers", *({k: t[(s, k)] for k in calls} for s in ("compiled", "eager")), deviation
+    )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
@@ -228,7 +328,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     lm = load_model("toy")
-    result = {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
+    result = {"kernels": kernels(lm, args.repeats)}
+    compile_decoder_layers(lm)  # as notebooks 03-05 run by default
+    result |= {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
     result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
     per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
     result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
@@ -241,6 +343,14 @@ def main() -> None:
 
 
 def _print(result: dict) -> None:
+    for name, k in result["kernels"].items():
+        deviation = f", max |dP| {k['max_abs_deviation']:.1e}" if "max_abs_deviation" in k else ""
+        print(
+            f"{name}: NCS call {1e3 * k['ncs']['seconds']['kept']:.0f} ms vs "
+            f"{1e3 * k['ncs']['seconds']['other']:.0f} ms "
+            f"= {k['ncs']['factor']:.2f}x, CERS call {1e3 * k['cers']['seconds']['kept']:.0f} ms vs "
+            f"{1e3 * k['cers']['seconds']['other']:.0f} ms = {k['cers']['factor']:.2f}x{deviation}"
+        )
     for kind in ("cers", "ncs"):
         c = result["cuts"][kind]
         print(

@@ -1,6 +1,7 @@
 """torch.compile'd decoder layers give the eager layers' results on every engine path (helpers.engine.compiled);
 the small-attention path (two matmuls around a softmax) gives sdpa's."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -67,3 +68,25 @@ def test_small_attention_equals_sdpa(toy, monkeypatch):
     monkeypatch.setattr(attention, "SMALL_KEYS", 0)  # every call through sdpa
     for name, value in _paths(lm, single, grid, sets).items():
         torch.testing.assert_close(small[name], value, atol=1e-5, rtol=0, msg=name)
+
+
+def test_forked_workers_compile_without_waiting_on_the_parent(tmp_path, monkeypatch):
+    """Workers forked from a process with compiled layers compile the kinds of forward their parent has not
+    run yet (here every kind: the parent forks before its first forward) and give the eager results."""
+    from helpers import workers
+    from helpers.cache import ResultCache
+    from helpers.steering import steering_run
+
+    sets = np.zeros((3, 8, 16), dtype=bool)
+    sets[:, 2, :4] = True
+    sets[1, 5, 7] = sets[2, 0, 1] = True
+    eager = load_model("toy")
+    compiled = load_model("toy")
+    compile_decoder_layers(compiled)
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    runs = {}
+    for name, lm in (("compiled", compiled), ("eager", eager)):
+        cache = ResultCache(tmp_path / name)
+        runs[name] = steering_run(lm, "co", 8, 0, sets, 10.0, "all", cache, chunk=2)
+    for key in runs["eager"]:
+        np.testing.assert_allclose(runs["compiled"][key], runs["eager"][key], atol=1e-6, rtol=0, err_msg=key)

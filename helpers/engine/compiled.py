@@ -9,10 +9,13 @@ Results equal the eager layers' to float32 rounding (tests/test_compiled.py: eve
 logits; 1.2e-7 measured on letter probabilities), as results of a different number of copies per forward
 do, so the result cache does not tell the two apart. Each new kind of forward (one item, copies of one, a
 continuation of a cache) compiles on its first call, a few seconds each; forked workers inherit what their
-parent compiled, and inductor keeps compiled kernels on disk for later processes.
+parent compiled, and inductor keeps compiled kernels on disk for later processes. Compilation runs in the
+calling process (inductor's ``compile_threads`` = 1): a worker forked from a process that had started
+inductor's pool of compile workers would wait forever on that pool.
 """
 
 import torch
+import torch._inductor.config
 
 
 def compile_decoder_layers(loaded) -> None:
@@ -20,6 +23,7 @@ def compile_decoder_layers(loaded) -> None:
     any number of copies and positions). Calling it again changes nothing."""
     if getattr(loaded, "compiled", False):
         return
+    torch._inductor.config.compile_threads = 1
     for layer in loaded.adapter.language_model(loaded.model).layers:
         layer.forward = torch.compile(layer.forward, dynamic=True)
     loaded.compiled = True
