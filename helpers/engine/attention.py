@@ -2,14 +2,15 @@
 
 One attention function, registered with transformers under the name ``ATTENTION`` (together with
 the ``eager_mask`` mask factory, so an additive float mask is materialised on every step, prefill
-and decode). It computes the normal sdpa output and, while a ``probe`` is active, also
+and decode). It computes the normal attention output (sdpa; on the CPU in fp32 with at most SMALL_KEYS keys,
+two matmuls around a softmax, see ``_small``) and, while a ``probe`` is active, also
 
 - **reads**: for the chosen query rows only, recomputes ``softmax(q k^T * scaling + mask)`` in fp32
   and reduces it at once to the attention mass each head sends to named key groups;
 - **intervenes**: adds a per-head bias to the logits of one key group at chosen query rows
   (``HIDE`` to mask the group, ``+beta`` to steer towards it) and writes the recomputed output back
-  only for the (batch row, head, query row) triples in the head-set, so every other head stays
-  bit-identical to the clean path.
+  (on the matmul path: the biased logits, before the softmax) only for the (batch row, head, query row)
+  triples in the head-set, so every other head stays bit-identical to the clean path.
 
 Shapes: B = batch, L = candidate layers (``adapter.candidate_layers``; every decoder layer for most
 families, only the softmax-attention layers of Qwen3.5), H = query heads, T = sequence positions
