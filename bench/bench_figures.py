@@ -9,8 +9,8 @@ what a load from other processes changes least):
 - the exact cuts, one by one, per item of a CERS run (S + 20 sets steered to c and to d, 42 copies) and
   of an NCS arm (21 copies): the clean forward per call, the output head at every row, the stimuli
   re-rendered per chunk, the processor call per run; each cut's factor on the per-item time;
-- an NCS call that intervenes only at the prompt's rows or the last row: the unchanged prefix run once and the
-  copies continued from its cache, against whole copies;
+- an NCS call at every row, the prompt's rows or the last row: the copies run only the rows after those no copy
+  changes (before the image, before the prompt's rows), against whole copies;
 - the per-copy time of run_head_sets against the fp32 matmul-peak floor (the copy's matmul FLOPs at the
   peak measured here) and the fixed cost per call;
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
@@ -141,14 +141,15 @@ def cuts(lm, repeats: int) -> dict:
 
 
 def prefix_rows(lm, repeats: int) -> dict:
-    """An NCS call (S + 20 sets) that hides the image at the prompt's rows or at the last row only: the unchanged
-    prefix run once with each copy continuing from its cache, against whole copies (the adapter's
+    """An NCS call (S + 20 sets) that hides the image at every row, the prompt's rows or the last row: the copies
+    running only the rows after the unchanged ones (before the image, or before the prompt's rows), continuing
+    the clean item's keys and values (recorded once per item), against whole copies (the adapter's
     continues_from_cache turned off); seconds, factor and max |P_prefix - P_whole| over a few items."""
     sets = torch.as_tensor(_sets(lm))
     items = single_image_items(load_corpus("co"), 4, 0, "matched")
     batches = [build_batch(lm.processor, [item]) for item in items]
     out = {}
-    for rows in ("prompt", "last"):
+    for rows in ("all", "prompt", "last"):
 
         def probs(batch, whole: bool, rows=rows):
             with mock.patch.object(type(lm.adapter), "continues_from_cache", not whole):

@@ -355,7 +355,8 @@ def test_run_head_sets_from_an_unchanged_prefix_equals_the_loop(family, monkeypa
     fast = run_head_sets(lm, item, heads, keys, betas, rows, logits_to_keep=keep, max_tokens=per_forward * T)
     recurrent = name in ("lfm2_vl", "qwen3_5")  # their convolution / linear-attention layers: whole copies
     assert lm.adapter.continues_from_cache != recurrent
-    assert seen == ([] if recurrent else [T - last_rows]) and fast.shape[:2] == (4, keep)
+    whole = recurrent or name == "gemma4"  # Gemma 4's later layers reuse earlier layers' keys: whole copies
+    assert seen == ([] if whole else [T - last_rows]) and fast.shape[:2] == (4, keep)
     for i in range(len(sets)):
         with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
             alone = lm.model(**item).logits[:, -keep:]
@@ -366,9 +367,46 @@ def test_run_head_sets_from_an_unchanged_prefix_equals_the_loop(family, monkeypa
     assert seen == []
 
 
+@pytest.mark.parametrize("keys_at", ["image", "last image token", "after the image"])
+@torch.no_grad()
+def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypatch, keys_at):
+    """Rows "all": rows before the first biased key see none of them, so they are the clean item's and the copies
+    run only the rest; an image the first key falls inside goes whole with the rest (the vision tower with it),
+    an image before the first key stays with the clean rows. Kept logits == one full probe call per set."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    real = item["attention_mask"][0].bool()
+    item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    image = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    first, last = int(image[0].nonzero().min()), int(image[0].nonzero().max())
+    T = image.shape[1]
+    keys = torch.zeros_like(image)
+    if keys_at == "image":
+        keys, start = image, first
+    elif keys_at == "last image token":
+        keys[:, last], start = True, first
+    else:
+        keys[:, last + 2 : T - 1], start = True, last + 2
+    seen = []
+    monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
+    bias = HIDE if keys_at == "image" else 4.0
+    fast = run_head_sets(lm, item, heads, keys, bias, "all", logits_to_keep=2, max_tokens=3 * T)
+    whole = not lm.adapter.continues_from_cache or name == "gemma4"
+    assert seen == ([] if whole or start == 0 else [start])
+    for i in range(len(sets)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, rows="all")):
+            alone = lm.model(**item).logits[:, -2:]
+        torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+
+
 @torch.no_grad()
 def test_run_head_sets_in_several_forwards_equals_one_and_runs_the_vision_tower_once(family, monkeypatch):
-    """max_tokens below the copies' tokens: the copies go in forwards of 1 and 3 that share one vision run."""
+    """max_tokens below the copies' tokens: the copies go in forwards of 1 and 3; the vision tower runs once for
+    the item, in the first call, and later calls on the same pixel tensor reuse its output."""
     name, lm, _, _, inputs = family
     item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
@@ -377,21 +415,22 @@ def test_run_head_sets_in_several_forwards_equals_one_and_runs_the_vision_tower_
     keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
     T = keys.shape[1]
     betas = torch.tensor([4.0, -3.0, 4.0, HIDE, 2.0])
-    whole = run_head_sets(lm, item, heads, keys, betas)  # [5, T, V], one forward
     calls = []
     for owner in {type(m) for m in lm.model.modules() if "get_image_features" in type(m).__dict__}:
         original = owner.get_image_features
         monkeypatch.setattr(
             owner, "get_image_features", lambda self, *a, _f=original, **k: calls.append(1) or _f(self, *a, **k)
         )
-    run_head_sets(lm, item, heads, keys, betas)
-    in_one_forward = len(calls)
+    head_sets._VISION.stores.clear()
+    whole = run_head_sets(lm, item, heads, keys, betas)  # [5, T, V], one forward
+    assert len(calls) == ("pixel_values" in item)
     for copies in (1, 3):
-        calls.clear()
         parts = run_head_sets(lm, item, heads, keys, betas, max_tokens=copies * T)
         torch.testing.assert_close(parts, whole, atol=1e-5, rtol=0)
-        assert len(calls) == in_one_forward, f"{copies} per forward: get_image_features ran {len(calls)} times"
-    assert in_one_forward >= ("pixel_values" in item)
+    assert len(calls) == ("pixel_values" in item), f"get_image_features ran {len(calls)} times"
+    pixels = {k: v.clone() if k.startswith("pixel") else v for k, v in item.items()}  # the same values, new tensors
+    torch.testing.assert_close(run_head_sets(lm, pixels, heads, keys, betas), whole, atol=1e-5, rtol=0)
+    assert len(calls) == 2 * ("pixel_values" in item)
 
 
 @torch.no_grad()

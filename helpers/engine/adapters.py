@@ -41,8 +41,8 @@ class Adapter:
 
     @property
     def continues_from_cache(self) -> bool:
-        """run_head_sets may run an unchanged prefix once and continue every copy from its cache: when every
-        decoder layer is softmax attention (a recurrent layer's cached state is not repeated per copy)."""
+        """run_head_sets may run the copies' rows after an unchanged prefix only, continuing the clean item's keys
+        and values: when every decoder layer is softmax attention (a recurrent layer's state is not a key)."""
         return len(self.candidate_layers) == self.n_layers
 
     def repeat_text_input(self, name: str, value, n: int):

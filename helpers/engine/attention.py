@@ -125,13 +125,25 @@ class _State:
     groups_seen: torch.Tensor | None = None  # [B, G] bool: a key of the read group is visible to some row
     shared_layers: int = 0  # candidate layers run once at batch 1 (run_head_sets)
     same_item: bool = False  # every batch row is a copy of one item with the same keys, rows and bias (run_head_sets)
+    offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
+# run_head_sets' continuation of a clean item's first rows (see recording and continuing below)
+_RECORDING: dict = {}  # attention module -> (key, value, attention_mask) of its last call
+_CONTINUING: dict = {}  # attention module -> (key [1, Hkv, p0, D], value, mask rows [1, 1, T - p0, T])
 
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
+    if module in _CONTINUING:  # rows [p0, T): the keys and values of the rows before them, their full mask rows
+        first_key, first_value, mask_rows = _CONTINUING[module]
+        attention_mask = mask_rows[:, :, -query.shape[2] :]  # [1, 1, q, T]: the rows this call runs
+        batch = key.shape[0]
+        key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)  # [B, Hkv, T, D]
+        value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+    elif module in _RECORDING:
+        _RECORDING[module] = (key, value, attention_mask)
     states = [state for state in _ACTIVE if module in state.layer_of]
     if _small(query, key, value, attention_mask, dropout, kwargs):
         scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
@@ -243,6 +255,33 @@ def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
 
 
 _CAUSAL_MEMO = [None, -1, False, False]  # the last mask checked, its version, first_copy, the verdict
+
+
+@contextmanager
+def recording(modules):
+    """Inside, each attention module of ``modules`` keeps the key, value and mask of its last call: yields the
+    dict module -> (key [B, Hkv, T, D], value, attention_mask [B, 1, T, T])."""
+    for module in modules:
+        _RECORDING[module] = None
+    try:
+        yield _RECORDING
+    finally:
+        for module in modules:
+            _RECORDING.pop(module, None)
+
+
+@contextmanager
+def continuing(first_rows: dict):
+    """Inside, a forward of rows [p0, T) continues the rows before them: each attention module of ``first_rows``
+    (module -> key and value [1, Hkv, p0, D] of rows [0, p0), mask rows [1, 1, T - p0, T] of the whole item)
+    attends over the given keys and values followed by its own, under that mask (any window or image block
+    included). Copies of one item continue one clean item: its keys and values broadcast over the batch."""
+    _CONTINUING.update(first_rows)
+    try:
+        yield
+    finally:
+        for module in first_rows:
+            _CONTINUING.pop(module, None)
 
 
 # torch.compile'd decoder layers (helpers.engine.compiled) call it as it is, outside their graphs
@@ -449,8 +488,15 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
 
 @contextmanager
-def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_layers: int = 0, same_item: bool = False):
-    """probe's body; yields the _State. ``shared_layers`` and ``same_item``: see run_head_sets."""
+def _probe(
+    loaded,
+    read: Read | None,
+    intervene: Intervention | None,
+    shared_layers: int = 0,
+    same_item: bool = False,
+    offset: int = 0,
+):
+    """probe's body; yields the _State. ``shared_layers``, ``same_item`` and ``offset``: see run_head_sets."""
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
     adapter, model = loaded.adapter, loaded.model
@@ -487,6 +533,7 @@ def _probe(loaded, read: Read | None, intervene: Intervention | None, shared_lay
         groups_seen=torch.zeros(batch, len(recording.group_names), dtype=torch.bool),
         shared_layers=shared_layers,
         same_item=same_item,
+        offset=offset,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
         lambda module, args, kwargs: _note_step(state, args, kwargs), with_kwargs=True
@@ -510,7 +557,7 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
     tokens = kwargs.get("inputs_embeds")
     if tokens is None:
         tokens = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
-    state.step_start = cache.get_seq_length() if cache is not None else 0
+    state.step_start = cache.get_seq_length() if cache is not None else state.offset
     state.step_end = state.step_start + tokens.shape[1]
     if state.read is not None and kwargs.get("logits_to_keep"):
         return args, dict(kwargs, logits_to_keep=0)

@@ -7,12 +7,13 @@ and interventions run unchanged inside the compiled layers.
 
 Results equal the eager layers' to float32 rounding (tests/test_compiled.py: every engine path, 1e-5 on
 logits; 1.2e-7 measured on letter probabilities), as results of a different number of copies per forward
-do, so the result cache does not tell the two apart. A forward that continues a key-value cache stays eager
-(the cache's per-layer state would make each layer its own graph). Each new kind of forward (one item,
-copies of one) compiles on its first call, a few seconds each; forked workers inherit what their
-parent compiled, and inductor keeps compiled kernels on disk for later processes. Compilation runs in the
-calling process (inductor's ``compile_threads`` = 1): a worker forked from a process that had started
-inductor's pool of compile workers would wait forever on that pool.
+do, so the result cache does not tell the two apart. A forward that continues a key-value cache (generate)
+stays eager: the cache's per-layer state would make each layer its own graph. run_head_sets' continuation of
+an item's first rows passes no cache (the attention function adds those rows' keys), so it runs compiled.
+Each new kind of forward (one item, copies of one) compiles on its first call, a few seconds each; forked
+workers inherit what their parent compiled, and inductor keeps compiled kernels on disk for later processes.
+Compilation runs in the calling process (inductor's ``compile_threads`` = 1): a worker forked from a process
+that had started inductor's pool of compile workers would wait forever on that pool.
 """
 
 import logging
@@ -35,7 +36,7 @@ def compile_decoder_layers(loaded) -> None:
 
 def _without_cache(compiled, eager):
     """The compiled forward for forwards without a key-value cache; the eager one for a continuation of a cache
-    (run_head_sets' unchanged prefix, generate), whose per-layer cache state would make every layer a new graph."""
+    (generate), whose per-layer cache state would make every layer a new graph."""
 
     def forward(*args, **kwargs):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))

@@ -1,16 +1,20 @@
 """Many head-sets per forward: one item copied once per head-set, each copy carrying its own set.
 
 ``run_head_sets`` gives the same logits as one ``probe`` call per head-set, while the work the copies
-share (the vision tower, the decoder layers below the first intervened layer) runs once at batch 1.
+share runs once: the vision tower (once per item, remembered across calls), the rows before the first row any
+copy changes (once per item, remembered across calls) or else the decoder layers below the first intervened
+layer (once per call, at batch 1).
 """
 
 from __future__ import annotations
 
-import copy
+import weakref
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import torch
 
+from helpers.engine import attention
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
 
 
@@ -73,14 +77,14 @@ def run_head_sets(
     head runs only at the last position, logits [n, 1, V]; 0: every position). ``max_tokens``: copies x T
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
 
-    When no copy intervenes before position p0 and every image token lies before p0 (the prompt's rows or its
-    last row only, with ``logits_to_keep`` >= 1), positions [0, p0) run once at batch 1 with the vision tower and
-    the copies compute only [p0, T) against their cached keys and values (the engine's decode-step path).
-    Otherwise the copies agree up to the first decoder layer d0 that holds a head of any set, so the vision tower
-    runs once for all of them, the decoder layers below d0 once per forward at batch 1, and the hidden
-    states entering layer d0 are repeated once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL
-    adds visual features after its first layers; Gemma 4 may reuse earlier layers' keys) the copies are made
-    at the text backbone's input instead (the vision tower still runs once).
+    With ``logits_to_keep`` >= 1, when rows [0, p0) are the same in every copy (before the first chosen row, or
+    before the first biased key, which they cannot see: _unchanged_prefix), the copies run only rows [p0, T),
+    continuing the clean item's keys and values of rows [0, p0) in every attention layer (_from_prefix). Within
+    the rows a forward runs, the copies agree up to the first decoder layer d0 that holds a head of any set: the
+    decoder layers below d0 run once per forward at batch 1 and the hidden states entering layer d0 are repeated
+    once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its first layers;
+    Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input instead. The vision
+    tower runs once per item: its output is remembered for the item's pixel tensor (_Memo).
     """
     if item["input_ids"].shape[0] != 1:
         raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
@@ -91,12 +95,12 @@ def run_head_sets(
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
-    prefix_length = _unchanged_prefix(loaded.adapter, item, rows, logits_to_keep)
+    prefix_length = _unchanged_prefix(loaded.adapter, item, keys, rows, logits_to_keep)
     if prefix_length:
         return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, prefix_length, parts)
-    if n <= per_forward:
-        return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
     with _vision_once(loaded.model):
+        if n <= per_forward:
+            return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
         return torch.cat(
             [
                 _one_forward(loaded, item, heads[s], keys[s], _copies(bias, s, n), _copies(rows, s, n), logits_to_keep)
@@ -105,51 +109,64 @@ def run_head_sets(
         )
 
 
-def _unchanged_prefix(adapter, item: dict, rows, logits_to_keep: int) -> int:
-    """p0 > 0 when positions [0, p0) are the same in every copy and hold every image token (0: run whole copies).
+def _unchanged_prefix(adapter, item: dict, keys: torch.Tensor, rows, logits_to_keep: int) -> int:
+    """p0 > 0 when positions [0, p0) are the clean item's in every copy (0: run whole copies).
 
-    No copy intervenes at a row before the first chosen row p0, and under a causal mask those rows see no
-    later row, so they are the clean item's; with the images among them, positions [p0, T) are plain text
-    that continues from the cache (position ids included, as in a decode step). The rows whose logits are
-    kept must lie in [p0, T), and the item has no pads (its positions then follow from the cache alone)."""
+    A row before the first chosen row is not intervened at, and under a causal mask a row before the first
+    selected key sees none of them; either way it sees no later row, so rows [0, p0) with p0 the later of the
+    two are the clean item's. An image is never split: p0 moves back to the first image token when an image
+    straddles it (its tokens may attend to each other both ways). The rows whose logits are kept must lie in
+    [p0, T), a chosen row too, and the item has no pads."""
     padded = "attention_mask" in item and not bool(item["attention_mask"].all())
-    if isinstance(rows, str) or logits_to_keep < 1 or padded or not adapter.continues_from_cache:
+    shares_keys = adapter.min_split_layer >= adapter.n_layers  # Gemma 4: later layers reuse earlier layers' keys
+    if logits_to_keep < 1 or padded or not adapter.continues_from_cache or shares_keys:
         return 0
-    chosen = rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
+    selected = keys.any(0).nonzero().flatten()  # [s] keys some copy biases
+    if selected.numel() == 0:
+        return 0
+    start = int(selected[0])
+    if not isinstance(rows, str):
+        chosen = rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
+        if chosen.numel() == 0 or int(chosen[-1]) < start:
+            return 0
+        start = max(start, int(chosen[0]))
     images = adapter.image_positions(item["input_ids"])[0].nonzero().flatten()  # [i]
-    if chosen.numel() == 0 or images.numel() == 0:
-        return 0
-    start = int(chosen[0])
-    fits = int(images[-1]) < start <= item["input_ids"].shape[1] - logits_to_keep
-    return start if fits else 0
+    if images.numel() and int(images[0]) < start <= int(images[-1]):
+        start = int(images[0])
+    return start if 0 < start <= item["input_ids"].shape[1] - logits_to_keep else 0
 
 
 def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, parts: list[slice]):
-    """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): they run once,
-    at batch 1 and with the images, into a cache; each forward of copies then runs positions [start, T) of the
-    text only, as a continuation of that cache repeated once per copy of the forward (``parts``)."""
-    model, n = loaded.model, heads.shape[0]
-    length = item["input_ids"].shape[1]
+    """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): the copies run only
+    positions [start, T), each attention layer continuing the clean item's keys and values of rows [0, start)
+    (``attention.continuing``; recorded once per item, ``_clean_item``), with the clean item's position ids.
+    The images go with the rows after ``start`` when they lie there (the vision tower then runs once)."""
+    n, length = heads.shape[0], item["input_ids"].shape[1]
+    first_rows, position_ids = _clean_item(loaded, item, start)
     per_position = [name for name, v in item.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == (1, length)]
-    prefix = {name: value[:, :start] if name in per_position else value for name, value in item.items()}
-    cache = model(**prefix, use_cache=True).cache
-    # no attention mask: one item has no pads, and positions continue from the cache as in a decode step
-    text = {name: item[name][:, start:] for name in per_position if name != "attention_mask"}  # [1, T - start]
-    same_item = _one_for_all(keys) and _one_for_all(rows) and _uniform(bias)
-    logits = []
-    for part in parts:
-        copies = heads[part].shape[0]
-        part_cache = copy.deepcopy(cache)
-        part_cache.batch_repeat_interleave(copies)
-        spec = Intervention(heads=heads[part], keys=keys[part], rows=rows[part], bias=_copies(bias, part, n))
-        with _probe(loaded, None, spec, same_item=same_item):
-            inputs = {name: value.expand(copies, -1) for name, value in text.items()}
-            logits.append(model(**inputs, cache=part_cache, use_cache=True, logits_to_keep=logits_to_keep).logits)
-    return torch.cat(logits)
+    images_after = bool(loaded.adapter.image_positions(item["input_ids"])[0, start:].any())
+    rest = {  # the one item's rows [start, T); no attention mask (no pads); the image inputs if the images are here
+        name: value[:, start:] if name in per_position else value
+        for name, value in item.items()
+        if name != "attention_mask" and (name in per_position or images_after)
+    }
+    hook = loaded.adapter.language_model(loaded.model).register_forward_pre_hook(
+        lambda module, args, kwargs: (args, dict(kwargs, position_ids=position_ids)), with_kwargs=True
+    )
+    try:
+        with attention.continuing(first_rows), _vision_once(loaded.model):
+            logits = []
+            for s in parts:
+                bias_s, rows_s = _copies(bias, s, n), _copies(rows, s, n)
+                logits.append(_one_forward(loaded, rest, heads[s], keys[s], bias_s, rows_s, logits_to_keep, start))
+            return torch.cat(logits)
+    finally:
+        hook.remove()
 
 
-def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int) -> torch.Tensor:
-    """run_head_sets' copies [n] in one forward; keys and rows [n, T] (or rows "all")."""
+def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, offset: int = 0) -> torch.Tensor:
+    """run_head_sets' copies [n] in one forward; keys and rows [n, T] (or rows "all"). ``offset``: the first
+    position ``item`` holds (_from_prefix: the item's rows [offset, T), keys and rows still over [0, T))."""
     n = heads.shape[0]
     spec = Intervention(heads=heads, keys=keys, rows=rows, bias=bias)
     adapter = loaded.adapter
@@ -174,7 +191,7 @@ def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     # their biased mask once and broadcasts it
     same_item = _one_for_all(keys) and (isinstance(rows, str) or _one_for_all(rows)) and _uniform(bias)
     try:
-        with _probe(loaded, None, spec, shared_layers=shared, same_item=same_item):
+        with _probe(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset):
             return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits
     finally:
         hook.remove()
@@ -193,17 +210,15 @@ def _one_for_all(selection: torch.Tensor) -> bool:
 @contextmanager
 def _vision_once(model):
     """Inside, every module's ``get_image_features`` (the vision tower and projector, in every family that has
-    one) computes its output on the first call and returns that same output to later calls with the same
-    pixel tensor: the copies' forwards share one run of the vision tower."""
+    one) returns the output it computed for the same pixel tensor before, inside this context or an earlier
+    one (_Memo): the copies' forwards, and every call on the same item, share one run of the vision tower."""
     owners = [m for m in model.modules() if "get_image_features" in type(m).__dict__]
     for owner in owners:
         original = owner.get_image_features
-        memo = {}
 
-        def once(pixel_values, *args, _original=original, _memo=memo, **kwargs):
-            if _memo.get("pixels") is not pixel_values:
-                _memo.update(pixels=pixel_values, output=_original(pixel_values, *args, **kwargs))
-            return _memo["output"]
+        def once(pixel_values, *args, _original=original, _owner=owner, **kwargs):
+            inputs = [pixel_values, *args, *kwargs.values()]
+            return _VISION.get_or_compute(_owner, inputs, lambda: _original(pixel_values, *args, **kwargs))
 
         owner.get_image_features = once
     try:
@@ -211,6 +226,87 @@ def _vision_once(model):
     finally:
         for owner in owners:
             del owner.get_image_features  # the class's method again
+
+
+def _clean_item(loaded, item: dict, start: int) -> tuple[dict, torch.Tensor]:
+    """What _from_prefix continues from: each attention module -> (key and value [1, Hkv, start, D] of the clean
+    item's rows [0, start), its mask rows [1, 1, T - start, T]) and the position ids of rows [start, T). One
+    clean forward at batch 1 records them, once per item while the item's tensors live (_Memo)."""
+    model, adapter = loaded.model, loaded.adapter
+    text_model = adapter.language_model(model)
+
+    def record():
+        seen = {}
+
+        def note(module, args, kwargs):
+            seen["position_ids"] = kwargs.get("position_ids")
+
+        hook = text_model.register_forward_pre_hook(note, with_kwargs=True)
+        try:
+            with attention.recording(adapter.attention_modules(model)) as calls, _vision_once(model):
+                model(**item, use_cache=False, logits_to_keep=1)
+                layers = dict(calls)
+        finally:
+            hook.remove()
+        length = item["input_ids"].shape[1]
+        positions = seen["position_ids"]
+        if positions is None:  # the backbone counts positions itself: from 0, as the item has no cache
+            positions = torch.arange(length, device=item["input_ids"].device)[None]  # [1, T]
+        return layers, positions
+
+    layers, positions = _CLEAN.get_or_compute(model, list(item.values()), record)
+    first_rows = {
+        module: (k[:, :, :start], v[:, :, :start], mask[:, :, start:]) for module, (k, v, mask) in layers.items()
+    }
+    return first_rows, positions[..., start:]
+
+
+class _Memo:
+    """Per model, results of a computation on input tensors, kept while those tensors live and are unchanged
+    (the same objects at the same versions) and the model's parameters are unchanged (their versions); the
+    least recently used go first once the results hold more than MEMO_BYTES. Only without gradients."""
+
+    def __init__(self):
+        self.stores = weakref.WeakKeyDictionary()  # model -> OrderedDict: input ids -> (refs, versions, result, bytes)
+
+    def get_or_compute(self, model, inputs: list, compute):
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        if torch.is_grad_enabled() or any(t.is_inference() for t in tensors):
+            return compute()
+        versions = (*[t._version for t in tensors], sum(p._version for p in model.parameters()))
+        store = self.stores.setdefault(model, OrderedDict())
+        key = tuple(id(t) for t in tensors)
+        hit = store.get(key)
+        if hit is not None and all(r() is t for r, t in zip(hit[0], tensors)) and hit[1] == versions:
+            store.move_to_end(key)
+            return hit[2]
+        result = compute()
+        store[key] = ([weakref.ref(t) for t in tensors], versions, result, _nbytes(result))
+        store.move_to_end(key)
+        while len(store) > 1 and sum(entry[3] for entry in store.values()) > MEMO_BYTES:
+            store.popitem(last=False)
+        return result
+
+
+def _nbytes(value) -> int:
+    """Bytes held by the tensors in a (nested) result, each storage counted once."""
+    storages, stack = {}, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            storages[item.untyped_storage().data_ptr()] = item.untyped_storage().nbytes()
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return sum(storages.values())
+
+
+# What the memos keep per model. A notebook's runs meet each item again in every setting's run, and forked
+# workers inherit what their parent remembered: the toy's 400 items hold ~40 MB of clean keys and values, a
+# paper-shaped 8B model's item at 1,600 positions ~0.25 GB in bf16 (on its device).
+MEMO_BYTES = 2**30
+_VISION, _CLEAN = _Memo(), _Memo()
 
 
 def _uniform(bias: float | torch.Tensor) -> bool:
