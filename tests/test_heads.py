@@ -11,12 +11,14 @@ from helpers.engine import (
     expand_item,
     head_sets,
     heads_to_mask,
+    kept_rows,
     probe,
     run_head_sets,
     stack_head_sets,
     wrap_model,
 )
 from helpers.engine.head_sets import _from_prefix
+from helpers.engine.kept_rows import _kept_rows
 from tests.oracle import ORACLE, oracle_bias
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
@@ -399,6 +401,41 @@ def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypat
     for i in range(len(sets)):
         with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, rows="all")):
             alone = lm.model(**item).logits[:, -2:]
+        torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+
+
+@pytest.mark.parametrize(
+    ("rows_at", "keep", "last_layer_heads"),
+    [("all", 1, True), ("all", 3, True), ("prompt", 1, False), ("prompt", 1, True)],
+)
+@torch.no_grad()
+def test_run_head_sets_runs_the_last_layer_at_the_kept_rows(family, monkeypatch, rows_at, keep, last_layer_heads):
+    """With logits_to_keep = k, the last decoder layer of a supported family computes queries, attention and MLP
+    at the last k rows only; the kept logits == one full probe call per set. A copy that intervenes in the last
+    layer at rows that are not kept gets the whole layer (its intervention changes nothing kept)."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    top = [(L - 1, 3)] if last_layer_heads else []
+    sets = [[(0, 1), *top], [(1, 0), (1, 2)], [], [(l, h) for l in range(L - 1) for h in range(1, H, 2)] + top]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    T = keys.shape[1]
+    rows = "all"
+    if rows_at == "prompt":
+        rows = torch.zeros_like(keys)
+        rows[:, T - 6 : T - 2] = True  # prompt rows before the kept ones
+    ran = []
+    monkeypatch.setattr(kept_rows, "_kept_rows", lambda *a, **k: ran.append(a[2].shape) or _kept_rows(*a, **k))
+    betas = torch.tensor([HIDE, 3.0, HIDE, -2.0])
+    fast = run_head_sets(lm, item, heads, keys, betas, rows, logits_to_keep=keep)
+    supported = kept_rows.supports(lm.adapter.language_model(lm.model).layers[-1])
+    assert supported == (name == "qwen3_vl")
+    assert bool(ran) == (supported and (rows_at == "all" or not last_layer_heads))
+    for i in range(len(sets)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+            alone = lm.model(**item).logits[:, -keep:]
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
 

@@ -10,7 +10,9 @@ The whole public API, by module:
 - ``attention``: the attention function registered with transformers (``ATTENTION``) and the probe:
   ``probe(lm, read=Read(...), intervene=Intervention(...))`` around any forward or ``generate``;
   ``HIDE`` is the bias that masks keys.
-- ``head_sets``: many head-sets per forward: ``stack_head_sets``, ``expand_item``, ``run_head_sets``.
+- ``head_sets``: many head-sets per forward: ``stack_head_sets``, ``expand_item``, ``run_head_sets``
+  (the copies run only the rows after those no copy changes, continuing the clean item's keys and values);
+  ``kept_rows``: the last decoder layer at the kept rows only when only the last rows' logits are kept.
 - ``adapters``: one per family (``adapter_for(config)``): candidate layers, head counts, image-token
   positions of a pixel region, and how a family's text-backbone inputs are repeated; families without a
   hand-written adapter get the generic one (whole-image groups only, no region mapping).

@@ -16,6 +16,7 @@ import torch
 
 from helpers.engine import attention
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
+from helpers.engine.kept_rows import last_layer_at_kept_rows
 
 
 def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
@@ -190,11 +191,22 @@ def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     # the copies differ only in their heads when keys, rows and bias are one for all: the engine then builds
     # their biased mask once and broadcasts it
     same_item = _one_for_all(keys) and (isinstance(rows, str) or _one_for_all(rows)) and _uniform(bias)
+    # the last layer at the kept rows only, unless a copy intervenes there at rows that are not kept: that would
+    # change no kept logit, and the probe's guard says so
+    last_rows = logits_to_keep if _kept_rows_carry(heads, rows, logits_to_keep) else 0
     try:
-        with _probe(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset):
+        with (
+            _probe(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset),
+            last_layer_at_kept_rows(text_model, last_rows),
+        ):
             return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits
     finally:
         hook.remove()
+
+
+def _kept_rows_carry(heads: torch.Tensor, rows, keep: int) -> bool:
+    """True when no copy intervenes at the last candidate layer or every copy's kept rows are chosen rows."""
+    return keep >= 1 and (isinstance(rows, str) or not heads[:, -1].any() or bool(rows[:, -keep:].all()))
 
 
 def _copies(value, part: slice, n: int):
@@ -212,7 +224,9 @@ def _vision_once(model):
     """Inside, every module's ``get_image_features`` (the vision tower and projector, in every family that has
     one) returns the output it computed for the same pixel tensor before, inside this context or an earlier
     one (_Memo): the copies' forwards, and every call on the same item, share one run of the vision tower."""
-    owners = [m for m in model.modules() if "get_image_features" in type(m).__dict__]
+    owners = _VISION_OWNERS.get(model)
+    if owners is None:
+        owners = _VISION_OWNERS[model] = [m for m in model.modules() if "get_image_features" in type(m).__dict__]
     for owner in owners:
         original = owner.get_image_features
 
@@ -268,12 +282,16 @@ class _Memo:
 
     def __init__(self):
         self.stores = weakref.WeakKeyDictionary()  # model -> OrderedDict: input ids -> (refs, versions, result, bytes)
+        self.parameters = weakref.WeakKeyDictionary()  # model -> its parameters
 
     def get_or_compute(self, model, inputs: list, compute):
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         if torch.is_grad_enabled() or any(t.is_inference() for t in tensors):
             return compute()
-        versions = (*[t._version for t in tensors], sum(p._version for p in model.parameters()))
+        parameters = self.parameters.get(model)
+        if parameters is None:
+            parameters = self.parameters[model] = list(model.parameters())
+        versions = (*[t._version for t in tensors], sum(p._version for p in parameters))
         store = self.stores.setdefault(model, OrderedDict())
         key = tuple(id(t) for t in tensors)
         hit = store.get(key)
@@ -307,6 +325,7 @@ def _nbytes(value) -> int:
 # paper-shaped 8B model's item at 1,600 positions ~0.25 GB in bf16 (on its device).
 MEMO_BYTES = 2**30
 _VISION, _CLEAN = _Memo(), _Memo()
+_VISION_OWNERS = weakref.WeakKeyDictionary()  # model -> its modules that define get_image_features
 
 
 def _uniform(bias: float | torch.Tensor) -> bool:
