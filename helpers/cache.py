@@ -174,11 +174,19 @@ class ResultCache:
         return arrays
 
     def cached_chunks(
-        self, name: str, params: dict, n_items: int, chunk_size: int, compute: Callable[[int, int], dict]
+        self,
+        name: str,
+        params: dict,
+        n_items: int,
+        chunk_size: int,
+        compute: Callable[[int, int], dict],
+        prepare: Callable[[int, int], None] | None = None,
     ) -> dict[str, np.ndarray]:
         """Per-item arrays for items 0..n_items-1, computed chunk by chunk by `compute(start, stop)`
         (arrays with the item axis first) and concatenated; each chunk is its own cache entry.
-        Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one."""
+        Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one.
+        `prepare(start, stop)` runs in this process for every missing chunk before any is computed: what it
+        leaves in memory (the engine's per-item records) reaches the workers forked afterwards."""
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
         bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
@@ -186,6 +194,8 @@ class ResultCache:
         parts = [self.load(name, key) for key in keys]  # what is on disk first, so the bar's ETA is the work left
         missing = [i for i in workers.shard_order(len(bounds)) if parts[i] is None]
         if missing:
+            for i in missing if prepare is not None else ():
+                prepare(*bounds[i])
             entries = [self.path(name, key) for key in keys]
             chunks = [(entries[i], self._saver(name, keys[i], compute, *bounds[i])) for i in missing]
             with tqdm(

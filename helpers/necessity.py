@@ -22,7 +22,7 @@ from helpers.cache import ResultCache, code_version
 from helpers.engine.attention import HIDE
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, remember_items
 from helpers.steering import head_sets_key
 from helpers.stimuli import Item
 
@@ -104,7 +104,11 @@ def necessity_run(
             out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
 
-    run = cache.cached_chunks("necessity", params, n_items, chunk, compute)
+    def prepare(start, stop):
+        for arm in arms:
+            remember_items(lm, items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop])
+
+    run = cache.cached_chunks("necessity", params, n_items, chunk, compute, prepare)
     for arm in arms:
         run[f"{arm}_p_clean"] = clean_run(lm, ARM_KINDS[arm], corpus, n_items, seed, cache, chunk)
     return run

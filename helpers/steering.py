@@ -21,7 +21,7 @@ import torch
 from helpers.cache import ResultCache, code_version
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.loading import model_fingerprint
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, remember_items
 from helpers.stimuli import LETTERS, Item
 
 
@@ -108,7 +108,10 @@ def steering_run(
         items = items_of("grid", corpus, n_items, seed)[start:stop]
         return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, rows, sets_per_forward, False)
 
-    run = cache.cached_chunks("steering", params, n_items, chunk, compute)
+    def prepare(start, stop):
+        remember_items(lm, items_of("grid", corpus, n_items, seed)[start:stop])
+
+    run = cache.cached_chunks("steering", params, n_items, chunk, compute, prepare)
     return {**run, "p_clean": clean_run(lm, "grid", corpus, n_items, seed, cache, chunk)}
 
 

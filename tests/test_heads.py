@@ -395,6 +395,7 @@ def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypat
     seen = []
     monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
     bias = HIDE if keys_at == "image" else 4.0
+    head_sets.remember_item(lm, item)  # the clean item recorded: a few copies continue it however short its rows
     fast = run_head_sets(lm, item, heads, keys, bias, "all", logits_to_keep=2, max_tokens=3 * T)
     whole = not lm.adapter.continues_from_cache or name == "gemma4"
     assert seen == ([] if whole or start == 0 else [start])
@@ -403,6 +404,34 @@ def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypat
             alone = lm.model(**item).logits[:, -2:]
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
+
+
+@torch.no_grad()
+def test_run_head_sets_continues_few_copies_only_from_a_remembered_item(family, monkeypatch):
+    """Copies whose unchanged rows add up to less than one copy's run whole, unless remember_item recorded the clean
+    item before; both give the loop's logits."""
+    name, lm, _, _, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    real = item["attention_mask"][0].bool()
+    item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
+    L = len(lm.adapter.candidate_layers)
+    heads = stack_head_sets(lm.adapter, [[(0, 1), (L - 1, 0)]])  # [1, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    start = int(keys[0].nonzero().min())
+    assert 0 < start < keys.shape[1]
+    seen = []
+    monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
+    head_sets._CLEAN.stores.clear()
+    first = run_head_sets(lm, item, heads, keys, HIDE, "all", logits_to_keep=1)
+    assert seen == []
+    head_sets.remember_item(lm, item)
+    again = run_head_sets(lm, item, heads, keys, HIDE, "all", logits_to_keep=1)
+    continues = lm.adapter.continues_from_cache and name != "gemma4"
+    assert seen == ([start] if continues else [])
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE, rows="all")):
+        alone = lm.model(**item).logits[:, -1:]
+    torch.testing.assert_close(first, alone, atol=1e-5, rtol=0)
+    torch.testing.assert_close(again, alone, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import torch
 from helpers import items as prepared
 from helpers import necessity, steering, workers
 from helpers.cache import ResultCache
-from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine import HIDE, build_batch, head_sets, load_model, run_head_sets
 from helpers.engine.mcq import letter_probs
 from helpers.stimuli import grid_items, load_corpus, single_image_items
 
@@ -97,6 +97,73 @@ def test_two_workers_give_the_arrays_of_one(lm, sets, tmp_path, monkeypatch):
     assert runs[1].keys() == runs[2].keys()
     for key in runs[1]:
         assert runs[1][key].dtype == runs[2][key].dtype and np.array_equal(runs[1][key], runs[2][key]), key
+
+
+def test_prepare_runs_for_the_missing_chunks_before_any_is_computed(tmp_path):
+    calls = []
+
+    def prepare(start, stop):
+        calls.append(("prepare", start))
+
+    def compute(start, stop):
+        calls.append(("compute", start))
+        return _compute(start, stop)
+
+    cache = ResultCache(tmp_path)
+    cache.cached_chunks("c", {}, 4, 2, lambda a, b: _compute(a, b))  # chunk 0 and 1 on disk
+    out = cache.cached_chunks("c", {}, 8, 2, compute, prepare)
+    assert out["v"].tolist() == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert calls == [("prepare", 4), ("prepare", 6), ("compute", 4), ("compute", 6)]
+    calls.clear()
+    cache.cached_chunks("c", {}, 8, 2, compute, prepare)
+    assert calls == []
+
+
+@torch.no_grad()
+def test_remembered_items_reach_forked_workers_and_change_no_result(lm, sets, tmp_path, monkeypatch):
+    """necessity_run records every item's clean keys and values in the parent before the workers fork; the runs
+    with and without those records (whole copies) give the same probabilities."""
+    head_sets._CLEAN.stores.clear()
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    run = necessity.necessity_run(lm, "co", 4, SEED, sets, "all", ResultCache(tmp_path / "a"), chunk=1)
+    for arm in necessity.ARMS:
+        for item in prepared.items_of(necessity.ARM_KINDS[arm], "co", 4, SEED):
+            inputs = prepared.item_batch(lm.processor, item).inputs
+            assert head_sets._CLEAN.holds(lm.model, list(inputs.values()))
+    monkeypatch.setattr(type(lm.adapter), "continues_from_cache", False)  # whole copies, no record
+    whole = necessity.necessity_run(lm, "co", 4, SEED, sets, "all", ResultCache(tmp_path / "b"), chunk=1)
+    for key in run:
+        np.testing.assert_allclose(run[key], whole[key], atol=1e-6, rtol=0, err_msg=key)
+
+
+def test_the_memo_keeps_results_for_the_same_unchanged_tensors(lm, monkeypatch):
+    memo, calls = head_sets._Memo(), []
+    pixels = torch.ones(3)
+
+    def compute():
+        calls.append(1)
+        return torch.zeros(2**10)  # 4 KiB
+
+    with torch.no_grad():
+        first = memo.get_or_compute(lm.model, [pixels, "text"], compute)
+        assert memo.get_or_compute(lm.model, [pixels], compute) is first and len(calls) == 1
+        assert memo.holds(lm.model, [pixels]) and not memo.holds(lm.model, [pixels.clone()])
+        memo.get_or_compute(lm.model, [pixels.clone()], compute)  # equal values, another tensor
+        assert len(calls) == 2
+        pixels.add_(1)  # changed in place
+        assert not memo.holds(lm.model, [pixels])
+        memo.get_or_compute(lm.model, [pixels], compute)
+        assert len(calls) == 3
+        weight = next(lm.model.parameters())
+        weight.mul_(1.0)  # a parameter written: every kept result is stale
+        assert not memo.holds(lm.model, [pixels])
+        monkeypatch.setattr(head_sets, "MEMO_BYTES", 2 * 4096)
+        kept = [torch.ones(1) for _ in range(3)]
+        for tensor in kept:
+            memo.get_or_compute(lm.model, [tensor], compute)
+        assert [memo.holds(lm.model, [t]) for t in kept] == [False, True, True]  # the oldest went first
+    memo.get_or_compute(lm.model, [kept[2]], compute)  # with gradients on: computed, never kept
+    assert len(calls) == 7
 
 
 def _compute(start, stop):

@@ -96,9 +96,10 @@ def run_head_sets(
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
-    prefix_length = _unchanged_prefix(loaded.adapter, item, keys, rows, logits_to_keep)
-    if prefix_length:
-        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, prefix_length, parts)
+    start = _unchanged_prefix(loaded.adapter, item, keys, rows, logits_to_keep)
+    # the clean item's record costs about a copy's forward where no earlier call left it (remember_item)
+    if start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values()))):
+        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, start, parts)
     with _vision_once(loaded.model):
         if n <= per_forward:
             return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
@@ -242,10 +243,28 @@ def _vision_once(model):
             del owner.get_image_features  # the class's method again
 
 
+def remember_item(loaded, item: dict) -> None:
+    """Record what run_head_sets reuses across calls on this one-item input (tensors on the model's device): the
+    clean item's keys and values, and the vision tower's output. A process that forks workers afterwards
+    hands the record to them (cache.cached_chunks' ``prepare``)."""
+    if loaded.adapter.continues_from_cache and loaded.adapter.min_split_layer < loaded.adapter.n_layers:
+        with torch.no_grad():
+            _clean_record(loaded, item)
+
+
 def _clean_item(loaded, item: dict, start: int) -> tuple[dict, torch.Tensor]:
     """What _from_prefix continues from: each attention module -> (key and value [1, Hkv, start, D] of the clean
-    item's rows [0, start), its mask rows [1, 1, T - start, T]) and the position ids of rows [start, T). One
-    clean forward at batch 1 records them, once per item while the item's tensors live (_Memo)."""
+    item's rows [0, start), its mask rows [1, 1, T - start, T]) and the position ids of rows [start, T)."""
+    layers, positions = _clean_record(loaded, item)
+    first_rows = {
+        module: (k[:, :, :start], v[:, :, :start], mask[:, :, start:]) for module, (k, v, mask) in layers.items()
+    }
+    return first_rows, positions[..., start:]
+
+
+def _clean_record(loaded, item: dict) -> tuple[dict, torch.Tensor]:
+    """Each attention module -> (key, value [1, Hkv, T, D], mask [1, 1, T, T]) of the clean item, and the position
+    ids its text backbone got: one clean forward at batch 1, once per item while its tensors live (_Memo)."""
     model, adapter = loaded.model, loaded.adapter
     text_model = adapter.language_model(model)
 
@@ -268,11 +287,7 @@ def _clean_item(loaded, item: dict, start: int) -> tuple[dict, torch.Tensor]:
             positions = torch.arange(length, device=item["input_ids"].device)[None]  # [1, T]
         return layers, positions
 
-    layers, positions = _CLEAN.get_or_compute(model, list(item.values()), record)
-    first_rows = {
-        module: (k[:, :, :start], v[:, :, :start], mask[:, :, start:]) for module, (k, v, mask) in layers.items()
-    }
-    return first_rows, positions[..., start:]
+    return _CLEAN.get_or_compute(model, list(item.values()), record)
 
 
 class _Memo:
@@ -288,22 +303,37 @@ class _Memo:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         if torch.is_grad_enabled() or any(t.is_inference() for t in tensors):
             return compute()
-        parameters = self.parameters.get(model)
-        if parameters is None:
-            parameters = self.parameters[model] = list(model.parameters())
-        versions = (*[t._version for t in tensors], sum(p._version for p in parameters))
+        key, versions = self._key(model, tensors)
         store = self.stores.setdefault(model, OrderedDict())
-        key = tuple(id(t) for t in tensors)
-        hit = store.get(key)
-        if hit is not None and all(r() is t for r, t in zip(hit[0], tensors)) and hit[1] == versions:
+        if self._valid(store.get(key), tensors, versions):
             store.move_to_end(key)
-            return hit[2]
+            return store[key][2]
         result = compute()
         store[key] = ([weakref.ref(t) for t in tensors], versions, result, _nbytes(result))
         store.move_to_end(key)
         while len(store) > 1 and sum(entry[3] for entry in store.values()) > MEMO_BYTES:
             store.popitem(last=False)
         return result
+
+    def holds(self, model, inputs: list) -> bool:
+        """True when get_or_compute would return a kept result for these inputs."""
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        if any(t.is_inference() for t in tensors):
+            return False
+        key, versions = self._key(model, tensors)
+        return self._valid(self.stores.get(model, {}).get(key), tensors, versions)
+
+    def _key(self, model, tensors: list) -> tuple[tuple, tuple]:
+        """The inputs' identities, and the versions of them and of the model's parameters."""
+        parameters = self.parameters.get(model)
+        if parameters is None:
+            parameters = self.parameters[model] = list(model.parameters())
+        return tuple(id(t) for t in tensors), (*[t._version for t in tensors], sum(p._version for p in parameters))
+
+    @staticmethod
+    def _valid(entry, tensors: list, versions: tuple) -> bool:
+        """The entry was kept for these very tensors, unchanged since, and for unchanged parameters."""
+        return entry is not None and entry[1] == versions and all(r() is t for r, t in zip(entry[0], tensors))
 
 
 def _nbytes(value) -> int:
