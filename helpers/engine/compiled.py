@@ -19,7 +19,10 @@ that had started inductor's pool of compile workers would wait forever on that p
 import logging
 
 import torch
+import torch._dynamo.config
 import torch._inductor.config
+
+RECOMPILE_LIMIT = 64
 
 
 def compile_decoder_layers(loaded) -> None:
@@ -28,6 +31,11 @@ def compile_decoder_layers(loaded) -> None:
     if getattr(loaded, "compiled", False):
         return
     torch._inductor.config.compile_threads = 1
+    # each kind of forward (one item, copies of it, continued rows, the batch-1 layers below the first intervened
+    # one) is a graph for the layer and one for its attention module's forward, both behind transformers'
+    # deprecation wrapper, one code object: dynamo's default limit of 8 graphs per code object sent later kinds
+    # back to eager (with a warning in the notebook)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPU
     for layer in loaded.adapter.language_model(loaded.model).layers:
         layer.forward = _without_cache(torch.compile(layer.forward, dynamic=True), layer.forward)
