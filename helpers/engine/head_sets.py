@@ -120,8 +120,7 @@ def _unchanged_prefix(adapter, item: dict, keys: torch.Tensor, rows, logits_to_k
     straddles it (its tokens may attend to each other both ways). The rows whose logits are kept must lie in
     [p0, T), a chosen row too, and the item has no pads."""
     padded = "attention_mask" in item and not bool(item["attention_mask"].all())
-    shares_keys = adapter.min_split_layer >= adapter.n_layers  # Gemma 4: later layers reuse earlier layers' keys
-    if logits_to_keep < 1 or padded or not adapter.continues_from_cache or shares_keys:
+    if logits_to_keep < 1 or padded or not _continues_rows(adapter):
         return 0
     selected = keys.any(0).nonzero().flatten()  # [s] keys some copy biases
     if selected.numel() == 0:
@@ -136,6 +135,12 @@ def _unchanged_prefix(adapter, item: dict, keys: torch.Tensor, rows, logits_to_k
     if images.numel() and int(images[0]) < start <= int(images[-1]):
         start = int(images[0])
     return start if 0 < start <= item["input_ids"].shape[1] - logits_to_keep else 0
+
+
+def _continues_rows(adapter) -> bool:
+    """Copies of this family may continue a clean item's first rows: every decoder layer is softmax attention
+    with its own keys (not Gemma 4, whose later layers reuse earlier layers' keys)."""
+    return adapter.continues_from_cache and adapter.min_split_layer < adapter.n_layers
 
 
 def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, parts: list[slice]):
@@ -247,7 +252,7 @@ def remember_item(loaded, item: dict) -> None:
     """Record what run_head_sets reuses across calls on this one-item input (tensors on the model's device): the
     clean item's keys and values, and the vision tower's output. A process that forks workers afterwards
     hands the record to them (cache.cached_chunks' ``prepare``)."""
-    if loaded.adapter.continues_from_cache and loaded.adapter.min_split_layer < loaded.adapter.n_layers:
+    if _continues_rows(loaded.adapter):
         with torch.no_grad():
             _clean_record(loaded, item)
 
