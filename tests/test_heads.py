@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from helpers.engine import (
     ATTENTION,
@@ -530,6 +531,27 @@ def test_guards(family):
     with pytest.raises(ValueError, match="batch size 2, the forward has batch size 4"):
         with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
             lm.model(**{k: torch.cat([v, v]) for k, v in inputs.items()})
+
+
+@torch.no_grad()
+def test_the_small_path_refuses_a_mask_that_is_not_zero_at_seen_keys(monkeypatch):
+    """The small attention path adds the bias to logits that already hold the mask, which is exact only where the
+    mask is 0 at the keys a row sees (eager_mask's masks); another mask is refused, not silently approximated."""
+    lm = wrap_model(tiny_model("qwen3_vl", ATTENTION))
+    inputs = tiny_inputs("qwen3_vl", lm.model)
+    image = lm.adapter.image_positions(inputs["input_ids"])
+    heads = stack_head_sets(lm.adapter, [[(1, 0)], [(1, 1)]])
+    with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=2.0)):
+        lm.model(**inputs)  # eager_mask: accepted
+
+    def shifted_mask(*args, **kwargs):
+        mask = eager_mask(*args, **kwargs)
+        return torch.where(mask == 0, torch.tensor(0.25, dtype=mask.dtype), mask)
+
+    monkeypatch.setitem(AttentionMaskInterface._global_mapping, ATTENTION, shifted_mask)
+    with pytest.raises(RuntimeError, match="mask holds values other than 0 at keys a row sees"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=2.0)):
+            lm.model(**inputs)
 
 
 @torch.no_grad()

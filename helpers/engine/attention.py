@@ -126,6 +126,8 @@ class _State:
     shared_layers: int = 0  # candidate layers run once at batch 1 (run_head_sets)
     same_item: bool = False  # every batch row is a copy of one item with the same keys, rows and bias (run_head_sets)
     offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
+    pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
+    selections: dict = field(default_factory=dict)  # this forward step's _Selection per mask (_selection)
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -223,15 +225,14 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     query_pos = state.step_end - q_len + torch.arange(q_len, device=query.device)  # [q]
     key_pos = state.step_end - k_len + torch.arange(k_len, device=query.device)  # [k]
     mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
-    # [B, q, k]: keys each row can see; [1, q, k] when the rows are copies of one item (the same mask)
-    visible = (mask[:1] if state.same_item else mask)[:, 0] > torch.finfo(mask.dtype).min / 2
     groups_of_kv = n_heads // key.shape[1]
     state.layer_calls[layer] += 1
     if state.read is not None:
+        visible = mask[:, 0] > torch.finfo(mask.dtype).min / 2  # [B, q, k]: keys each row can see
         _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
     if state.intervene is not None:
         _intervene(
-            state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos, scores
+            state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
         )
 
 
@@ -338,61 +339,136 @@ def _check_rows_present(state, layer, query_pos, batch) -> None:
         )
 
 
-def _intervene(
-    state, layer, output, query, key, value, mask, visible, scaling, groups_of_kv, query_pos, key_pos, scores=None
-):
-    """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``,
-    or (the small path) write the pairs' biased logits into ``scores`` before their softmax.
+@dataclass
+class _Pairs:
+    """The (batch row, head) pairs of an intervention's head-set at one layer, sorted by batch row."""
 
-    Rows, keys, bias and mask belong to a batch row, not to a head, so the biased mask is built once per
-    batch row that carries heads (U of them) and shared by its heads, or once for all of them when the batch
-    rows are copies of one item (``state.same_item``, run_head_sets); when every such row carries the same
-    number of heads here (a set and its layer-matched controls always do), the heads are laid out
-    [U, heads, r, D] and the mask broadcasts over them, else the mask is gathered per pair."""
-    spec = state.intervene
-    batch = query.shape[0]
-    pairs = spec.heads[:, layer].to(query.device).nonzero()  # [N, 2] (batch row, head), sorted by batch row
-    if pairs.numel() == 0:
+    b: torch.Tensor  # [N] batch rows
+    h: torch.Tensor  # [N] heads
+    carriers: torch.Tensor  # [U] the batch rows with a head here
+    pair_row: torch.Tensor  # [N] each pair's index into carriers
+    carriers_cpu: torch.Tensor  # [U]
+
+
+@dataclass
+class _Selection:
+    """What an intervention's rows, keys and bias pick under one mask, for the batch rows it is made for: the
+    first when the batch rows are copies of one item (``_State.same_item``), else every batch row (U' of them)."""
+
+    rows_mask: torch.Tensor  # [U', q, k] the mask (a view)
+    gate: torch.Tensor  # [U', q] chosen rows that see a key
+    hit: torch.Tensor  # [U', q, k] selected keys a chosen row sees
+    bias: torch.Tensor  # [U']
+    rows_hit: torch.Tensor  # [U'] bool on the CPU: some chosen row sees a key
+    keys_seen: torch.Tensor  # [U'] bool on the CPU: some chosen row sees a selected key
+    emptied: torch.Tensor  # [U', q] chosen rows that HIDE leaves without a key
+    emptied_rows: torch.Tensor  # [U'] bool on the CPU
+    addend: torch.Tensor | None = None  # [U', q, k] the small path's addition to the logits (_addend)
+
+
+def _pairs(state: _State, layer: int, device) -> _Pairs:
+    """The head-set's pairs at ``layer``, found once per probe."""
+    if layer not in state.pairs:
+        pairs = state.intervene.heads[:, layer].nonzero().cpu()  # [N, 2]
+        carriers, pair_row = pairs[:, 0].unique(return_inverse=True)
+        b, h = pairs[:, 0].to(device), pairs[:, 1].to(device)
+        state.pairs[layer] = _Pairs(b, h, carriers.to(device), pair_row.to(device), carriers)
+    return state.pairs[layer]
+
+
+def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
+    """The intervention's _Selection under ``attention_mask`` [B or 1, 1, q, k], made once per forward step and
+    mask: every full-attention layer of a step gets the same mask tensor."""
+    memo_key = (attention_mask.data_ptr(), attention_mask.shape, attention_mask.stride(), attention_mask._version)
+    if memo_key in state.selections:
+        return state.selections[memo_key]
+    spec, batch = state.intervene, state.batch
+    own = slice(0, 1) if state.same_item else slice(None)
+    rows_mask = attention_mask[:, 0].expand(batch, -1, -1)[own]  # [U', q, k]
+    seen = rows_mask > torch.finfo(attention_mask.dtype).min / 2  # keys each row can see
+    gate = _select(spec.rows, query_pos, batch)[own] & seen.any(-1)  # [U', q]
+    hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen & gate[..., None]  # [U', q, k]
+    bias = spec.bias_per_row.to(attention_mask.device)[own]  # [U']
+    emptied = gate & ~(seen & ~(hit & (bias == HIDE)[:, None, None])).any(-1)  # [U', q]
+    selection = _Selection(
+        rows_mask=rows_mask,
+        gate=gate,
+        hit=hit,
+        bias=bias,
+        rows_hit=gate.any(1).cpu(),
+        keys_seen=hit.flatten(1).any(1).cpu(),
+        emptied=emptied,
+        emptied_rows=emptied.any(1).cpu(),
+    )
+    state.selections[memo_key] = selection
+    return selection
+
+
+def _addend(selection: _Selection) -> torch.Tensor:
+    """[U', q, k]: the bias (HIDE as the dtype's lowest value) at the hit keys, 0 elsewhere. Added to logits that
+    already hold the mask it equals the logits under the biased mask, clamp(mask + bias), bit for bit, because
+    a key a row sees has mask 0 (the float masks of ``eager_mask``: 0 or the lowest value)."""
+    if selection.addend is None:
+        if bool((selection.rows_mask[selection.hit] != 0).any()):
+            raise RuntimeError(
+                "the attention mask holds values other than 0 at keys a row sees; the small attention path adds "
+                "the intervention's bias to the logits and needs the 0 / lowest-value masks of eager_mask"
+            )
+        dtype = selection.rows_mask.dtype
+        bias = selection.bias.to(dtype).clamp(min=torch.finfo(dtype).min)[:, None, None]  # [U', 1, 1]
+        selection.addend = torch.where(selection.hit, bias, torch.zeros((), dtype=dtype))
+    return selection.addend
+
+
+def _intervene(
+    state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
+):
+    """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``
+    [B, q, H, D], or (the small path) add the bias to the pairs' logits ``scores`` [B, H, q, k] before their
+    softmax.
+
+    Rows, keys, bias and mask belong to a batch row, not to a head: what they pick is found once per forward
+    step (_selection), for one batch row when the batch rows are copies of one item, and shared by the heads."""
+    pairs = _pairs(state, layer, query.device)
+    if pairs.b.numel() == 0:
         return
-    b, h = pairs[:, 0], pairs[:, 1]
-    carriers, pair_row = b.unique(return_inverse=True)  # [U] batch rows with heads here; [N] each pair's one
-    # Copies of one item (run_head_sets) share mask, keys, rows and bias: what follows from them is computed
-    # once, [1, ...], and broadcast over the U batch rows; otherwise once per batch row, [U, ...].
-    own = carriers[:1] if state.same_item else carriers  # [U'] the batch rows whose selections are computed
-    seen_all = visible if state.same_item else visible[carriers]  # [U', q, k]
-    gate = _select(spec.rows, query_pos, batch)[own] & seen_all.any(-1)  # [U', q]: rows that see a key
+    selection = _selection(state, attention_mask, query_pos, key_pos)
+    n_carriers = pairs.carriers.numel()
+    if state.same_item:  # the selection's one row serves every carrier
+        own, own_cpu, row_of_pair = slice(0, 1), slice(0, 1), torch.zeros_like(pairs.b)
+    else:  # the selection has every batch row
+        own, own_cpu, row_of_pair = pairs.carriers, pairs.carriers_cpu, pairs.b
+    if selection.emptied_rows[own_cpu].any():
+        row_of, row = selection.emptied[own].nonzero()[0].tolist()
+        batch_row = int(pairs.carriers_cpu[row_of])
+        raise ValueError(
+            f"the intervention hides every key that query row {int(query_pos[row])} of batch row {batch_row} can "
+            f"see (candidate layer {layer}, head {int(pairs.h[pairs.b == batch_row][0])}): its attention would be "
+            "undefined; hide fewer keys or leave that row out of Intervention.rows"
+        )
+    state.rows_hit[pairs.carriers_cpu[selection.rows_hit[own_cpu].expand(n_carriers)]] = True
+    state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
+    n_heads, q_len, k_len = query.shape[1], query.shape[2], key.shape[2]
+    if scores is not None:  # the pairs' logits plus the bias at their hit keys
+        added = _addend(selection)[row_of_pair]  # [N, q, k]
+        scores.view(-1, q_len, k_len).index_add_(0, pairs.b * n_heads + pairs.h, added)
+        return
+    gate = selection.gate[own]  # [U', q]
     row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
         return
-    all_rows = row_index.numel() == query_pos.numel()
+    all_rows = row_index.numel() == q_len
     gate = gate if all_rows else gate[:, row_index]  # [U', r]
-    seen = seen_all if all_rows else seen_all[:, row_index]  # [U', r, k]
-    hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen  # [U', r, k]: selected keys it can see
-    n_carriers = carriers.numel()
-    state.rows_hit[carriers[gate.any(1).expand(n_carriers)].cpu()] = True
-    state.keys_seen[carriers[(hit & gate[..., None]).flatten(1).any(1).expand(n_carriers)].cpu()] = True
-    bias = spec.bias_per_row.to(query.device)[own]  # [U']
-    left = seen & ~(hit & (bias == HIDE)[:, None, None])  # [U', r, k]: keys still visible after hiding
-    emptied = gate & ~left.any(-1)  # [U', r]
-    if emptied.any():
-        row_of, row = emptied.nonzero()[0].tolist()
-        raise ValueError(
-            f"the intervention hides every key that query row {int(query_pos[row_index[row]])} of batch row "
-            f"{int(own[row_of])} can see (candidate layer {layer}, head {int(h[pair_row == row_of][0])}): its "
-            "attention would be undefined; hide fewer keys or leave that row out of Intervention.rows"
-        )
-    masked = mask[own, 0] if all_rows else mask[own, 0][:, row_index]  # [U', r, k]: every head's mask
-    lowest = torch.finfo(mask.dtype).min
-    biased_mask = torch.where(hit, (masked + bias[:, None, None].to(mask.dtype)).clamp(min=lowest), masked)
-    pair_gate = gate.expand(n_carriers, -1)[pair_row]  # [N, r]
+    hit = selection.hit[own] if all_rows else selection.hit[own][:, row_index]  # [U', r, k]
+    masked = selection.rows_mask[own] if all_rows else selection.rows_mask[own][:, row_index]  # [U', r, k]
+    lowest = torch.finfo(masked.dtype).min
+    bias = selection.bias[own][:, None, None].to(masked.dtype)
+    biased_mask = torch.where(hit, (masked + bias).clamp(min=lowest), masked)  # [U', r, k]
+    pair_gate = gate.expand(n_carriers, -1)[pairs.pair_row]  # [N, r]
+    b, h = pairs.b, pairs.h
     q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
-    if scores is not None:  # the pairs' rows of the logits [B, H, q, k], under their biased mask
-        where = (b[:, None], h[:, None], row_index[None, :])  # scores[where]: [N, r, k]
-        biased = (q_sel @ k_sel.transpose(1, 2)).mul_(scaling).add_(biased_mask.expand(n_carriers, -1, -1)[pair_row])
-        scores[where] = torch.where(pair_gate[..., None], biased, scores[where])
-        return
-    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pair_row, n_carriers, scaling)  # [N, r, D]
+    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pairs.pair_row, n_carriers, scaling)  # [N, r, D]
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
     output[where] = torch.where(pair_gate[..., None], steered.to(output.dtype), output[where])
 
@@ -559,6 +635,7 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
         tokens = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
     state.step_start = cache.get_seq_length() if cache is not None else state.offset
     state.step_end = state.step_start + tokens.shape[1]
+    state.selections = {}  # this step's masks are new tensors
     if state.read is not None and kwargs.get("logits_to_keep"):
         return args, dict(kwargs, logits_to_keep=0)
     return None
