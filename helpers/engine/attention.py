@@ -9,8 +9,8 @@ two matmuls around a softmax, see ``_small``) and, while a ``probe`` is active, 
   and reduces it at once to the attention mass each head sends to named key groups;
 - **intervenes**: adds a per-head bias to the logits of one key group at chosen query rows
   (``HIDE`` to mask the group, ``+beta`` to steer towards it) and writes the recomputed output back
-  (on the matmul path: the biased logits, before the softmax) only for the (batch row, head, query row)
-  triples in the head-set, so every other head stays bit-identical to the clean path.
+  (on the matmul path: adds the bias to the logits before the softmax) only for the (batch row, head,
+  query row) triples in the head-set, so every other head stays bit-identical to the clean path.
 
 Shapes: B = batch, L = candidate layers (``adapter.candidate_layers``; every decoder layer for most
 families, only the softmax-attention layers of Qwen3.5), H = query heads, T = sequence positions
