@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from helpers.cache import ResultCache, code_version
-from helpers.engine.head_sets import remember_item
+from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import model_fingerprint
 from helpers.engine.mcq import letter_probs
@@ -60,8 +60,7 @@ def remember_items(lm, items: list[Item]) -> None:
     """Build each item's batch (item_batch) and let the engine record the clean item (remember_item), so that
     workers forked afterwards find both in memory."""
     for item in items:
-        inputs = {name: value.to(lm.model.device) for name, value in item_batch(lm.processor, item).inputs.items()}
-        remember_item(lm, inputs)
+        remember_item(lm, on_device(lm, item_batch(lm.processor, item).inputs))
 
 
 @torch.no_grad()

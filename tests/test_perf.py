@@ -166,6 +166,21 @@ def test_the_memo_keeps_results_for_the_same_unchanged_tensors(lm, monkeypatch):
     assert len(calls) == 7
 
 
+def test_inputs_reach_the_device_once_per_tensor(lm):
+    """on_device hands the same device copy to every call on the same input tensor (so the memos that know an
+    item by its tensors recognise it on a GPU), a new copy once the tensor changed, and CPU tensors as they are."""
+    pixels, ids = torch.ones(2, 3), torch.arange(4)[None]
+    with torch.no_grad():
+        assert head_sets.on_device(lm, {"pixel_values": pixels})["pixel_values"] is pixels  # the toy is on the CPU
+        meta = torch.device("meta")
+        first = head_sets._moved(lm.model, pixels, meta)
+        assert first.device == meta and head_sets._moved(lm.model, pixels, meta) is first
+        assert head_sets._moved(lm.model, ids, meta) is not first
+        pixels.add_(1)
+        assert head_sets._moved(lm.model, pixels, meta) is not first
+        assert head_sets._moved(lm.model, "text", meta) == "text"
+
+
 def _compute(start, stop):
     return {"v": np.arange(start, stop) * 2.0}
 

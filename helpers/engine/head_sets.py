@@ -53,10 +53,10 @@ def expand_item(inputs: dict, n: int) -> dict:
 
 # Copies x positions per forward when the caller does not say. Above it the copies go through the text
 # backbone in several forwards that share one run of the vision tower. On 1 CPU thread, the paper-shaped VLM
-# (1,600 positions, 4,096 wide) ran S + 20 sets at 1.60-1.65x a loop of single calls with 1-2 copies per
-# forward, 1.53x with 4, 1.20x with 10 and 0.97x with all 21 (activations streamed from memory); the toy's
-# 40-150-position items fit 27-100 copies, where the toy runs best. A GPU wants more: pass max_tokens.
-COPY_TOKENS = 4096
+# (1,600 positions) ran a copy in 1.43 s at 1 copy per forward and 1.56 s at 2 (their activations no longer fit
+# the caches; 0.97x a loop of single calls with all 21 in one forward); the toy's 40-150-position items fit
+# 13-50 copies, where the toy runs best. A GPU wants more: pass max_tokens.
+COPY_TOKENS = 2048
 
 
 @torch.no_grad()
@@ -248,6 +248,21 @@ def _vision_once(model):
             del owner.get_image_features  # the class's method again
 
 
+def on_device(loaded, inputs: dict) -> dict:
+    """``inputs`` on the model's device, the same device tensors on every call for the same input tensors (while they
+    live and are unchanged): the per-item memos below know an item by its tensors, so a copy made anew on each call
+    would never be recognised on a GPU."""
+    device = loaded.model.device
+    return {name: _moved(loaded.model, value, device) for name, value in inputs.items()}
+
+
+def _moved(model, value, device):
+    """``value`` on ``device``: itself when it is there (or not a tensor), else its remembered copy (_ON_DEVICE)."""
+    if not isinstance(value, torch.Tensor) or value.device == device:
+        return value
+    return _ON_DEVICE.get_or_compute(model, [value], lambda: value.to(device))
+
+
 def remember_item(loaded, item: dict) -> None:
     """Record what run_head_sets reuses across calls on this one-item input (tensors on the model's device): the
     clean item's keys and values, and the vision tower's output. A process that forks workers afterwards
@@ -359,7 +374,7 @@ def _nbytes(value) -> int:
 # workers inherit what their parent remembered: the toy's 400 items hold ~40 MB of clean keys and values, a
 # paper-shaped 8B model's item at 1,600 positions ~0.25 GB in bf16 (on its device).
 MEMO_BYTES = 2**30
-_VISION, _CLEAN = _Memo(), _Memo()
+_VISION, _CLEAN, _ON_DEVICE = _Memo(), _Memo(), _Memo()
 _VISION_OWNERS = weakref.WeakKeyDictionary()  # model -> its modules that define get_image_features
 
 

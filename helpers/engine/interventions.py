@@ -11,7 +11,7 @@ text rows (question and options; the paper's question/option rows) or only the "
 
 import torch
 
-from helpers.engine.head_sets import run_head_sets
+from helpers.engine.head_sets import on_device, run_head_sets
 from helpers.engine.inputs import Batch
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
 
@@ -46,7 +46,7 @@ def letter_probs_under(
     if keys.shape[0] not in (1, n):
         raise ValueError(f"keys has {keys.shape[0]} rows; use 1 or one per head-set ({n})")
     device = lm.model.device
-    inputs = {name: value.to(device) for name, value in batch.inputs.items()}
+    inputs = on_device(lm, batch.inputs)
     selected_rows = row_selection(batch, rows)
     if not isinstance(selected_rows, str):
         selected_rows = selected_rows.to(device)
