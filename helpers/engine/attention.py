@@ -127,7 +127,7 @@ class _State:
     same_item: bool = False  # every batch row is a copy of one item with the same keys, rows and bias (run_head_sets)
     offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
     pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
-    selections: dict = field(default_factory=dict)  # this forward step's _Selection per mask (_selection)
+    selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows per mask
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -224,12 +224,10 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     # and Gemma 4's KV-shared layers may run only the last queries (generate's logits_to_keep).
     query_pos = state.step_end - q_len + torch.arange(q_len, device=query.device)  # [q]
     key_pos = state.step_end - k_len + torch.arange(k_len, device=query.device)  # [k]
-    mask = attention_mask.expand(batch, n_heads, q_len, k_len)  # [B, H, q, k] (a view)
     groups_of_kv = n_heads // key.shape[1]
     state.layer_calls[layer] += 1
     if state.read is not None:
-        visible = mask[:, 0] > torch.finfo(mask.dtype).min / 2  # [B, q, k]: keys each row can see
-        _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos)
+        _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query_pos, key_pos)
     if state.intervene is not None:
         _intervene(
             state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
@@ -300,26 +298,56 @@ def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tenso
     return picked
 
 
-def _read(state, layer, query, key, mask, visible, scaling, groups_of_kv, query_pos, key_pos):
-    batch, n_heads, _, head_dim = query.shape
+@dataclass
+class _ReadRows:
+    """What a read picks under one mask: the rows it reads and the key groups, as floats to sum over."""
+
+    rows: torch.Tensor  # [B, q] chosen rows that see a key (pad rows see none)
+    row_index: torch.Tensor  # [r] rows some batch row reads
+    groups: torch.Tensor  # [B, 1, k, G] float: the key groups
+
+
+def _read_rows(state: _State, layer: int, attention_mask, query_pos, key_pos) -> _ReadRows:
+    """The read's _ReadRows under ``attention_mask`` [B or 1, 1, q, k], made once per forward step and mask (as
+    _selection), with the checks that every chosen row ran and which key groups some row can see."""
+    memo_key = (
+        "read",
+        attention_mask.data_ptr(),
+        attention_mask.shape,
+        attention_mask.stride(),
+        attention_mask._version,
+    )
+    if memo_key in state.selections:
+        return state.selections[memo_key]
+    batch = state.batch
     _check_rows_present(state, layer, query_pos, batch)
-    rows = _select(state.read.rows, query_pos, batch) & visible.any(-1)  # [B, q]: pad rows see no key
+    visible = attention_mask[:, 0].expand(batch, -1, -1) > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
+    rows = _select(state.read.rows, query_pos, batch) & visible.any(-1)  # [B, q]
     groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
     state.groups_seen |= (groups & visible.any(1)[:, :, None]).any(1).cpu()  # [B, G]
-    row_index = rows.any(0).nonzero().flatten()  # [r] rows any batch row reads
-    if row_index.numel() == 0:
+    read_rows = _ReadRows(rows, rows.any(0).nonzero().flatten(), groups.float()[:, None])
+    state.selections[memo_key] = read_rows
+    return read_rows
+
+
+def _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query_pos, key_pos):
+    """Add this layer's attention mass from the read rows to each key group to the probe's sums: the rows' softmax
+    recomputed in fp32 from their queries and the keys, as the clean attention of this layer."""
+    picked = _read_rows(state, layer, attention_mask, query_pos, key_pos)
+    if picked.row_index.numel() == 0:
         return
-    groups = groups.float()[:, None]  # [B, 1, k, G]
+    batch, n_heads, _, head_dim = query.shape
     n_kv, k_len = key.shape[1], key.shape[2]
+    mask = attention_mask.expand(batch, n_heads, -1, -1)  # [B, H, q, k] (a view)
     keys_t = key.float().transpose(-1, -2)[:, :, None]  # [B, Hkv, 1, D, k]
     chunk = max(1, READ_CHUNK_ELEMENTS // (batch * n_heads * k_len))
-    for start in range(0, row_index.numel(), chunk):
-        index = row_index[start : start + chunk]  # [r]
+    for start in range(0, picked.row_index.numel(), chunk):
+        index = picked.row_index[start : start + chunk]  # [r]
         q_rows = query[:, :, index].float().view(batch, n_kv, groups_of_kv, index.numel(), head_dim)
         scores = (q_rows @ keys_t).view(batch, n_heads, index.numel(), k_len)  # [B, H, r, k]
         scores = scores * scaling + mask[:, :, index].float()
-        mass = scores.softmax(-1) @ groups  # [B, H, r, G]
-        weight = rows[:, index]  # [B, r]
+        mass = scores.softmax(-1) @ picked.groups  # [B, H, r, G]
+        weight = picked.rows[:, index]  # [B, r]
         summed = (mass * weight[:, None, :, None]).sum(2)  # [B, H, G]
         state.read_sum[layer] = state.read_sum.get(layer, 0) + summed
         state.read_count[layer] = state.read_count.get(layer, 0) + weight.sum(1)
