@@ -1,9 +1,9 @@
 """Benchmark of the head-probe engine on CPU: read overhead, batched head-sets, paper-scale projection.
 
 Run from the repo root: ``python -m bench.bench_heads [--tokens 1600 --layers 2 --sets 20]``.
-Writes build/bench/heads.json and prints a table. Times are CPU seconds of the process (_cpu_seconds). Each
-memory figure comes from a fresh subprocess (peak RSS of the forward minus RSS before it), so numbers do
-not leak between modes.
+Writes build/bench/heads.json and prints a table. Times are CPU seconds of the process (_cpu_seconds); the
+read's modes are timed interleaved in one process (medians over --repeats), each memory figure comes from a
+fresh subprocess (peak RSS of the forward minus RSS before it), so numbers do not leak between modes.
 
 Two paper-shaped models, random weights: a text backbone with Qwen3-VL-8B's attention shape (read
 overhead) and a Qwen3-VL with that backbone plus a vision tower (S + R head-sets of one item: batched
@@ -18,6 +18,7 @@ import argparse
 import json
 import multiprocessing as mp
 import resource
+import statistics
 
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Qwen3Config, Qwen3VLConfig
@@ -137,12 +138,11 @@ def _toy_case(mode: str, n_items: int):
     return lm, batch.inputs, read
 
 
-def _measure(mode: str, target: str, size: int, layers: int, repeats: int, queue) -> None:
-    """Time (best of repeats) and peak extra memory of one forward in ``mode``; run in a subprocess.
+MODES = ("sdpa", "read", "eager_attentions")  # a plain forward, a read, eager attention returning the weights
 
-    ``target``: "paper" (size = tokens) or "toy" (size = strips in the batch).
-    """
-    lm, inputs, read = _paper_case(mode, size, layers) if target == "paper" else _toy_case(mode, size)
+
+def _forward(mode: str, lm, inputs, read):
+    """One forward in ``mode``: plain (sdpa), read (probe), or eager with output_attentions."""
 
     def forward():
         with torch.no_grad():
@@ -154,32 +154,60 @@ def _measure(mode: str, target: str, size: int, layers: int, repeats: int, queue
             else:
                 lm.model(**inputs)
 
+    return forward
+
+
+def _case(mode: str, target: str, size: int, layers: int):
+    """``target``: "paper" (size = tokens) or "toy" (size = strips in the batch)."""
+    return _paper_case(mode, size, layers) if target == "paper" else _toy_case(mode, size)
+
+
+def _memory(mode: str, target: str, size: int, layers: int, queue) -> None:
+    """Peak extra memory of one forward in ``mode`` (after a warm-up); run in a fresh subprocess."""
+    forward = _forward(mode, *_case(mode, target, size, layers))
     forward()  # warm-up
     before = _rss_mib()
-    best = float("inf")
-    for _ in range(repeats):
-        start = _cpu_seconds()
-        forward()
-        best = min(best, _cpu_seconds() - start)
+    forward()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put({"mode": mode, "seconds": best, "peak_extra_mib": max(0.0, peak - before)})
+    queue.put({"mode": mode, "peak_extra_mib": max(0.0, peak - before)})
+
+
+def _times(target: str, size: int, layers: int, repeats: int, queue) -> None:
+    """Median CPU seconds of one forward per mode, the modes' forwards interleaved in one process (so that a
+    machine slowing down or speeding up changes every mode alike); run in a fresh subprocess."""
+    forwards = {mode: _forward(mode, *_case(mode, target, size, layers)) for mode in MODES}
+    for forward in forwards.values():
+        forward()  # warm-up
+    seconds = {mode: [] for mode in MODES}
+    for _ in range(repeats):
+        for mode, forward in forwards.items():
+            start = _cpu_seconds()
+            forward()
+            seconds[mode].append(_cpu_seconds() - start)
+    queue.put({mode: statistics.median(values) for mode, values in seconds.items()})
+
+
+def _in_subprocess(target, *args):
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    worker = context.Process(target=target, args=(*args, queue))
+    worker.start()
+    result = queue.get()
+    worker.join()
+    if worker.exitcode != 0:
+        raise RuntimeError(f"benchmark worker {target.__name__}{args} failed (exit code {worker.exitcode})")
+    return result
 
 
 def read_overhead(target: str, size: int, layers: int, repeats: int) -> dict:
-    """sdpa, read and eager + output_attentions, each in a fresh process; plus the read's ratios."""
-    context = mp.get_context("spawn")
-    results = []
-    for mode in ("sdpa", "read", "eager_attentions"):
-        queue = context.Queue()
-        worker = context.Process(target=_measure, args=(mode, target, size, layers, repeats, queue))
-        worker.start()
-        worker.join()
-        if worker.exitcode != 0:
-            raise RuntimeError(f"benchmark worker for mode {mode!r} on {target} failed (exit code {worker.exitcode})")
-        results.append(queue.get())
+    """Per mode (sdpa, read, eager + output_attentions): the median time, interleaved in one process, and the
+    peak extra memory, each mode in a fresh process; plus the read's ratios."""
+    times = _in_subprocess(_times, target, size, layers, repeats)
+    results = [{**_in_subprocess(_memory, mode, target, size, layers), "seconds": times[mode]} for mode in MODES]
     by_mode = {r["mode"]: r for r in results}
     return {
         "modes": results,
+        "repeats": repeats,
         "read_vs_sdpa_time": by_mode["read"]["seconds"] / by_mode["sdpa"]["seconds"],
         "read_vs_eager_time": by_mode["read"]["seconds"] / by_mode["eager_attentions"]["seconds"],
         "read_vs_eager_memory": by_mode["read"]["peak_extra_mib"]
@@ -273,22 +301,30 @@ def _random_sets(adapter, n_sets: int, per_layer: int, lowest: int = 0) -> list[
 
 
 @torch.no_grad()
-def head_sets_timing(lm: LoadedModel, item: dict, keys: torch.Tensor, sets: list, plain: bool = True) -> dict:
+def head_sets_timing(
+    lm: LoadedModel, item: dict, keys: torch.Tensor, sets: list, plain: bool = True, repeats: int = 1
+) -> dict:
     """One item x len(sets) head-sets, hiding ``keys`` [1, T]: a loop of probe calls, one plain batched
-    forward (expand_item + probe) and run_head_sets (vision tower and layers below the first head shared)."""
+    forward (expand_item + probe) and run_head_sets (vision tower and layers below the first head shared).
+    The loop and run_head_sets alternate ``repeats`` times (medians); each run_head_sets call gets fresh copies
+    of the item's tensors, so that nothing it remembers from an earlier call is reused."""
     heads = stack_head_sets(lm.adapter, sets)  # [n, L, H]
     n = len(sets)
     lm.model(**item)  # warm-up
-    start = _cpu_seconds()
-    looped = []
-    for i in range(n):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=HIDE)):
-            looped.append(lm.model(**item).logits[:, -1])
-    loop_s = _cpu_seconds() - start
-    looped = torch.cat(looped)  # [n, V]
-    start = _cpu_seconds()
-    fast = run_head_sets(lm, item, heads, keys, HIDE)[:, -1]
-    fast_s = _cpu_seconds() - start
+    loop_times, fast_times = [], []
+    for _ in range(repeats):
+        start = _cpu_seconds()
+        looped = []
+        for i in range(n):
+            with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=HIDE)):
+                looped.append(lm.model(**item).logits[:, -1])
+        loop_times.append(_cpu_seconds() - start)
+        looped = torch.cat(looped)  # [n, V]
+        fresh = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in item.items()}
+        start = _cpu_seconds()
+        fast = run_head_sets(lm, fresh, heads, keys, HIDE)[:, -1]
+        fast_times.append(_cpu_seconds() - start)
+    loop_s, fast_s = statistics.median(loop_times), statistics.median(fast_times)
     start = _cpu_seconds()
     vision_s = 0.0
     if "pixel_values" in item:
@@ -299,6 +335,7 @@ def head_sets_timing(lm: LoadedModel, item: dict, keys: torch.Tensor, sets: list
     forward_s = _cpu_seconds() - start
     result = {
         "sets": n,
+        "repeats": repeats,
         "first_intervened_layer": min(l for s in sets for l, _ in s),
         "loop_seconds": loop_s,
         "run_head_sets_seconds": fast_s,
@@ -357,7 +394,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1600)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--sets", type=int, default=20, help="random head-sets next to S")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats of the read's forwards")
+    parser.add_argument("--repeats-sets", type=int, default=3, help="interleaved repeats of the paper-shaped S + R")
     parser.add_argument("--toy-strips", type=int, default=16, help="strips in the toy model's read batch")
     parser.add_argument("--plain", action="store_true", help="also time the plain batched forward (expand_item)")
     args = parser.parse_args()
@@ -376,7 +414,7 @@ def main() -> None:
     item, panel = _vlm_item(args.tokens)
     per_layer = 100 * args.layers // 36 or 1  # the paper's top-100 of 36 layers, scaled
     sets = _random_sets(vlm.adapter, args.sets + 1, per_layer)
-    batched = result["batched_head_sets"] = head_sets_timing(vlm, item, panel, sets, plain=args.plain)
+    batched = result["batched_head_sets"] = head_sets_timing(vlm, item, panel, sets, args.plain, args.repeats_sets)
     del vlm
     result["projection"] = projection(
         batched["loop_seconds"] / batched["sets"], batched["run_head_sets_seconds"] / batched["sets"]
@@ -387,7 +425,7 @@ def main() -> None:
         strips, _ = toy_strip_batch(toy, 1)
         keys = toy.adapter.image_positions(strips.inputs["input_ids"])  # NCS-like: hide every image token
         toy_sets = _random_sets(toy.adapter, args.sets + 1, max(1, 100 * toy.adapter.n_heads // (36 * 32)))
-        result["toy_head_sets"] = head_sets_timing(toy, strips.inputs, keys, toy_sets, plain=args.plain)
+        result["toy_head_sets"] = head_sets_timing(toy, strips.inputs, keys, toy_sets, args.plain, 5)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
     out = paths.BENCH_OUT / "heads.json"
     out.write_text(json.dumps(result, indent=2))
