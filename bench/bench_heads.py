@@ -23,6 +23,7 @@ import statistics
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Qwen3Config, Qwen3VLConfig
 
+from bench.bench_figures import _interleaved
 from helpers import paths
 from helpers.engine import (
     ATTENTION,
@@ -178,13 +179,7 @@ def _times(target: str, size: int, layers: int, repeats: int, queue) -> None:
     forwards = {mode: _forward(mode, *_case(mode, target, size, layers)) for mode in MODES}
     for forward in forwards.values():
         forward()  # warm-up
-    seconds = {mode: [] for mode in MODES}
-    for _ in range(repeats):
-        for mode, forward in forwards.items():
-            start = _cpu_seconds()
-            forward()
-            seconds[mode].append(_cpu_seconds() - start)
-    queue.put({mode: statistics.median(values) for mode, values in seconds.items()})
+    queue.put(_interleaved(forwards, repeats, clock=_cpu_seconds))
 
 
 def _in_subprocess(target, *args):
