@@ -127,7 +127,7 @@ class _State:
     same_item: bool = False  # every batch row is a copy of one item with the same keys, rows and bias (run_head_sets)
     offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
     pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
-    selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows per mask
+    selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows (_per_mask)
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -307,33 +307,34 @@ class _ReadRows:
     groups: torch.Tensor  # [B, 1, k, G] float: the key groups
 
 
+def _per_mask(state: _State, kind: str, attention_mask, make):
+    """``make()``, kept for this forward step and mask: every full-attention layer of a step gets the same mask
+    tensor, known here by its address, shape, strides and version (``state.selections`` is emptied at each step,
+    so a later step's mask at a reused address is never taken for it)."""
+    key = (kind, attention_mask.data_ptr(), attention_mask.shape, attention_mask.stride(), attention_mask._version)
+    if key not in state.selections:
+        state.selections[key] = make()
+    return state.selections[key]
+
+
 def _read_rows(state: _State, layer: int, attention_mask, query_pos, key_pos) -> _ReadRows:
-    """The read's _ReadRows under ``attention_mask`` [B or 1, 1, q, k], made once per forward step and mask (as
-    _selection), with the checks that every chosen row ran and which key groups some row can see."""
-    memo_key = (
-        "read",
-        attention_mask.data_ptr(),
-        attention_mask.shape,
-        attention_mask.stride(),
-        attention_mask._version,
-    )
-    if memo_key in state.selections:
-        return state.selections[memo_key]
+    """The read's _ReadRows under ``attention_mask`` [B or 1, 1, q, k], with the checks that every chosen row ran
+    and which key groups some row can see (once per step and mask: _per_mask)."""
     batch = state.batch
     _check_rows_present(state, layer, query_pos, batch)
     visible = attention_mask[:, 0].expand(batch, -1, -1) > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
     rows = _select(state.read.rows, query_pos, batch) & visible.any(-1)  # [B, q]
     groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
     state.groups_seen |= (groups & visible.any(1)[:, :, None]).any(1).cpu()  # [B, G]
-    read_rows = _ReadRows(rows, rows.any(0).nonzero().flatten(), groups.float()[:, None])
-    state.selections[memo_key] = read_rows
-    return read_rows
+    return _ReadRows(rows, rows.any(0).nonzero().flatten(), groups.float()[:, None])
 
 
 def _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query_pos, key_pos):
     """Add this layer's attention mass from the read rows to each key group to the probe's sums: the rows' softmax
     recomputed in fp32 from their queries and the keys, as the clean attention of this layer."""
-    picked = _read_rows(state, layer, attention_mask, query_pos, key_pos)
+    picked = _per_mask(
+        state, "read", attention_mask, lambda: _read_rows(state, layer, attention_mask, query_pos, key_pos)
+    )
     if picked.row_index.numel() == 0:
         return
     batch, n_heads, _, head_dim = query.shape
@@ -405,11 +406,7 @@ def _pairs(state: _State, layer: int, device) -> _Pairs:
 
 
 def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
-    """The intervention's _Selection under ``attention_mask`` [B or 1, 1, q, k], made once per forward step and
-    mask: every full-attention layer of a step gets the same mask tensor."""
-    memo_key = (attention_mask.data_ptr(), attention_mask.shape, attention_mask.stride(), attention_mask._version)
-    if memo_key in state.selections:
-        return state.selections[memo_key]
+    """The intervention's _Selection under ``attention_mask`` [B or 1, 1, q, k] (once per step and mask: _per_mask)."""
     spec, batch = state.intervene, state.batch
     own = slice(0, 1) if state.same_item else slice(None)
     rows_mask = attention_mask[:, 0].expand(batch, -1, -1)[own]  # [U', q, k]
@@ -418,7 +415,7 @@ def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
     hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen & gate[..., None]  # [U', q, k]
     bias = spec.bias_per_row.to(attention_mask.device)[own]  # [U']
     emptied = gate & ~(seen & ~(hit & (bias == HIDE)[:, None, None])).any(-1)  # [U', q]
-    selection = _Selection(
+    return _Selection(
         rows_mask=rows_mask,
         gate=gate,
         hit=hit,
@@ -428,8 +425,6 @@ def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
         emptied=emptied,
         emptied_rows=emptied.any(1).cpu(),
     )
-    state.selections[memo_key] = selection
-    return selection
 
 
 def _addend(selection: _Selection) -> torch.Tensor:
@@ -460,12 +455,14 @@ def _intervene(
     pairs = _pairs(state, layer, query.device)
     if pairs.b.numel() == 0:
         return
-    selection = _selection(state, attention_mask, query_pos, key_pos)
+    selection = _per_mask(
+        state, "intervene", attention_mask, lambda: _selection(state, attention_mask, query_pos, key_pos)
+    )
     n_carriers = pairs.carriers.numel()
     if state.same_item:  # the selection's one row serves every carrier
-        own, own_cpu, row_of_pair = slice(0, 1), slice(0, 1), torch.zeros_like(pairs.b)
+        own, own_cpu = slice(0, 1), slice(0, 1)
     else:  # the selection has every batch row
-        own, own_cpu, row_of_pair = pairs.carriers, pairs.carriers_cpu, pairs.b
+        own, own_cpu = pairs.carriers, pairs.carriers_cpu
     if selection.emptied_rows[own_cpu].any():
         row_of, row = selection.emptied[own].nonzero()[0].tolist()
         batch_row = int(pairs.carriers_cpu[row_of])
@@ -478,7 +475,8 @@ def _intervene(
     state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
     n_heads, q_len, k_len = query.shape[1], query.shape[2], key.shape[2]
     if scores is not None:  # the pairs' logits plus the bias at their hit keys
-        added = _addend(selection)[row_of_pair]  # [N, q, k]
+        addend = _addend(selection)  # [U', q, k]
+        added = addend.expand(pairs.b.numel(), -1, -1) if state.same_item else addend[pairs.b]  # [N, q, k]
         scores.view(-1, q_len, k_len).index_add_(0, pairs.b * n_heads + pairs.h, added)
         return
     gate = selection.gate[own]  # [U', q]
