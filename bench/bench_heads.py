@@ -389,7 +389,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1600)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--sets", type=int, default=20, help="random head-sets next to S")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats of the read's forwards")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats: reads, the toy's S + R")
     parser.add_argument("--repeats-sets", type=int, default=3, help="interleaved repeats of the paper-shaped S + R")
     parser.add_argument("--toy-strips", type=int, default=16, help="strips in the toy model's read batch")
     parser.add_argument("--plain", action="store_true", help="also time the plain batched forward (expand_item)")
@@ -420,7 +420,7 @@ def main() -> None:
         strips, _ = toy_strip_batch(toy, 1)
         keys = toy.adapter.image_positions(strips.inputs["input_ids"])  # NCS-like: hide every image token
         toy_sets = _random_sets(toy.adapter, args.sets + 1, max(1, 100 * toy.adapter.n_heads // (36 * 32)))
-        result["toy_head_sets"] = head_sets_timing(toy, strips.inputs, keys, toy_sets, args.plain, 5)
+        result["toy_head_sets"] = head_sets_timing(toy, strips.inputs, keys, toy_sets, args.plain, args.repeats)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
     out = paths.BENCH_OUT / "heads.json"
     out.write_text(json.dumps(result, indent=2))
