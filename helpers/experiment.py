@@ -6,7 +6,8 @@
     values = ncs(run)                                         # [N, 1 + R]
 
 Reads: the run's head-sets (``<data_dir>/headsets/<setting>.json``, written by 01_discovery).
-Every run goes through the result cache, so a table that repeats another table's run reads it back.
+Every run goes through the result cache, so a table that repeats another table's run reads it back;
+mask_controls reads a larger R's first sets back from the smaller R's run.
 """
 
 import numpy as np
@@ -84,6 +85,20 @@ class Experiment:
             arms=arms,
             keys=keys,
         )
+
+    def mask_controls(self, setting: str, n: int, rows: str | None = None) -> dict[str, np.ndarray]:
+        """mask(with_controls(setting, n)), run in two parts when n > the notebook's n_random: S with its first
+        n_random sets (Table 3's and Table 5's run, read back from the cache) and the sets after them. The parts
+        equal the one run to float32 rounding (a forward of other copies rounds a copy's matmuls differently)."""
+        first = self.params.n_random
+        if n <= first:
+            return self.mask(self.with_controls(setting, n), rows)
+        head = self.mask(self.with_controls(setting, first), rows)
+        tail = self.mask(self.controls(setting, n)[first:], rows)
+        return {
+            key: np.concatenate([value, tail[key]], axis=1) if key.endswith("_p_masked") else value
+            for key, value in head.items()
+        }
 
     def describe(self) -> str:
         p = self.params

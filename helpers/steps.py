@@ -67,10 +67,11 @@ def _ncs(p: dict) -> int:
 
 
 def _controls(p: dict) -> int:
-    """Tables 9 (attention-matched, CERS and NCS), 10 (R large), 12, 13 (two selections x 4 row groups),
-    14 (k values), 15 (6 pairs x 3 parts); runs shared with 03 / 04 come from the cache and are not counted."""
+    """Tables 9 (attention-matched, CERS and NCS), 10 (R large, after Table 3's first R), 12, 13 (two selections x
+    4 row groups), 14 (k values), 15 (6 pairs x 3 parts); runs shared with 03 / 04 come from the cache and are not
+    counted."""
     r, n = p["n_random"], p["n_items"]
-    sets = N_SETTINGS * 2 * r + 2 * p["n_random_large"] + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
+    sets = N_SETTINGS * 2 * r + 2 * (p["n_random_large"] - r) + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
     return n * 2 * (sets + 18 * (1 + r))
 
 

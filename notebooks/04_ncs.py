@@ -74,7 +74,7 @@ def against_controls(values: np.ndarray) -> dict:
 
 # %%
 R = {s: sizes.n_random(P, "table03_ncs", s) for s in SETTINGS}
-runs = {s: exp.mask(exp.with_controls(s, R[s])) for s in SETTINGS}
+runs = {s: exp.mask_controls(s, R[s]) for s in SETTINGS}
 table3 = pd.DataFrame([{"setting": s, **against_controls(ncs(run))} for s, run in runs.items()])
 table3.insert(table3.columns.get_loc("p") + 1, "p Holm", holm(table3["p"]))
 shown = report.table(
@@ -148,7 +148,7 @@ table5 = []
 for s in row_settings:
     row = {"setting": s, "R": R5, "interval": "t"}
     for group in ("all", "prompt", "last"):
-        result = against_controls(ncs(exp.mask(exp.with_controls(s, R5), rows=group)))
+        result = against_controls(ncs(exp.mask_controls(s, R5, rows=group)))
         row.update(
             {
                 f"{group}": result["S"],

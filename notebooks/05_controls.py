@@ -151,7 +151,7 @@ table9 = report.table(pd.DataFrame(table9), "table09_rank_p", P.out_dir, "table0
 R10 = sizes.n_random(P, "table10")
 table10 = []
 for s in sizes.REF_QSP:
-    row = against_controls(ncs(mask(exp.with_controls(s, R10))))
+    row = against_controls(ncs(exp.mask_controls(s, R10)))
     table10.append(
         {
             "setting": s,

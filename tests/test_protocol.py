@@ -101,6 +101,21 @@ def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     assert row["S"] == pytest.approx(expected["S"], abs=1e-12) and row["p"] == expected["p"]
 
 
+def test_a_large_r_run_in_two_parts_equals_the_one_run(discovered):
+    """mask_controls joins S + the first n_random sets (an earlier table's cached run) and the sets after them;
+    other copies in a forward change a copy's rounding, not more."""
+    P, _ = discovered
+    exp = Experiment(SimpleNamespace(**vars(P), n_items=4, n_random=3, rows="all", torch_compile=False))
+    joined = exp.mask_controls("co-ref-qsp", 5)
+    whole = exp.mask(exp.with_controls("co-ref-qsp", 5))
+    assert joined.keys() == whole.keys()
+    for key, value in whole.items():
+        np.testing.assert_allclose(joined[key], value, rtol=0, atol=1e-6, err_msg=key)
+    first = exp.mask(exp.with_controls("co-ref-qsp", 3))["matched_p_masked"]  # the cached run of S + 3
+    assert np.array_equal(joined["matched_p_masked"][:, :4], first)
+    assert joined["matched_p_masked"].shape == (4, 6, 4)
+
+
 def test_a_random_set_fails_necessity(random_card):
     assert verdict_of(random_card, "random-11", "NCS vs layer-matched") == verdicts.FAIL
     assert verdict_of(random_card, "random-11", "discovery noise ceiling") == verdicts.NOT_RUN
