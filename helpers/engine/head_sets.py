@@ -101,14 +101,7 @@ def run_head_sets(
     if start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values()))):
         return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, start, parts)
     with _vision_once(loaded.model):
-        if n <= per_forward:
-            return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep)
-        return torch.cat(
-            [
-                _one_forward(loaded, item, heads[s], keys[s], _copies(bias, s, n), _copies(rows, s, n), logits_to_keep)
-                for s in parts
-            ]
-        )
+        return _forwards(loaded, item, heads, keys, bias, rows, logits_to_keep, parts)
 
 
 def _unchanged_prefix(adapter, item: dict, keys: torch.Tensor, rows, logits_to_keep: int) -> int:
@@ -148,7 +141,7 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     positions [start, T), each attention layer continuing the clean item's keys and values of rows [0, start)
     (``attention.continuing``; recorded once per item, ``_clean_item``), with the clean item's position ids.
     The images go with the rows after ``start`` when they lie there (the vision tower then runs once)."""
-    n, length = heads.shape[0], item["input_ids"].shape[1]
+    length = item["input_ids"].shape[1]
     first_rows, position_ids = _clean_item(loaded, item, start)
     per_position = [name for name, v in item.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == (1, length)]
     images_after = bool(loaded.adapter.image_positions(item["input_ids"])[0, start:].any())
@@ -162,13 +155,21 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     )
     try:
         with attention.continuing(first_rows), _vision_once(loaded.model):
-            logits = []
-            for s in parts:
-                bias_s, rows_s = _copies(bias, s, n), _copies(rows, s, n)
-                logits.append(_one_forward(loaded, rest, heads[s], keys[s], bias_s, rows_s, logits_to_keep, start))
-            return torch.cat(logits)
+            return _forwards(loaded, rest, heads, keys, bias, rows, logits_to_keep, parts, start)
     finally:
         hook.remove()
+
+
+def _forwards(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, parts: list[slice], offset: int = 0):
+    """The logits [n, ...] of the copies, one _one_forward per part of them (``parts``: slices of the n copies)."""
+    n = heads.shape[0]
+    if len(parts) == 1:
+        return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep, offset)
+    logits = []
+    for s in parts:
+        bias_s, rows_s = _copies(bias, s, n), _copies(rows, s, n)
+        logits.append(_one_forward(loaded, item, heads[s], keys[s], bias_s, rows_s, logits_to_keep, offset))
+    return torch.cat(logits)
 
 
 def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, offset: int = 0) -> torch.Tensor:
