@@ -1,4 +1,4 @@
-"""Execute the numbered notebooks in order with papermill, into one run folder.
+"""Execute the numbered notebooks with papermill, into one run folder: in order, two side by side on the CPU.
 
     python -m helpers.run                      # the default full run: publishes paper_figures/ and data/
     python -m helpers.run 01 -p n_strips 40    # any other run: runs/<model>-<hash>/ (git-ignored)
@@ -6,14 +6,19 @@
     python -m helpers.run --smoke              # small sizes, into build/smoke/
     python -m helpers.run 04 --out my_run      # an explicit run folder
     python -m helpers.run --workers 4          # 4 processes compute each run's chunks (default: the cores)
+    python -m helpers.run --jobs 1             # one notebook at a time (default: 2 on the CPU, 1 on a GPU)
     python -m helpers.run 04 --shard 0/8 -p cache_dir /shared/cache   # one of 8 shards: chunks only
 
 Only the default configuration (the embedded toy, every notebook, no parameter changed) writes into
 paper_figures/ and data/. Each notebook (`notebooks/NN_name.py`, a jupytext percent source) is executed
 with kernel `python3` in `notebooks/`; its executed copy (.ipynb, with every output and figure, and an
 .html rendering) lands in the run's notebooks/ folder beside `run.json` (parameters, versions, the
-model's fingerprint, the time each notebook took). Before a notebook starts, the data it reads from
-earlier notebooks must exist (helpers/steps.py); the first failure stops the run and names the cell.
+model's fingerprint, the time each notebook took). Before any notebook starts, the files each reads from
+earlier notebooks must exist or be made earlier in the run (helpers/steps.py); the first failure stops the
+run and names the cell.
+With two jobs a notebook starts once the notebooks it reads from are done (06 beside 00-02, 03 beside 04):
+each one's chunk workers take the cores the other leaves idle while it starts a kernel, imports, compiles
+or makes its tables, and the cells' output is not echoed (it is in the executed notebooks).
 
 `--shard i/n` runs the notebooks as shard i of n (helpers/workers.py): it fills the cache folder with its
 share of every run's chunks (and any chunk no other process holds) and writes its tables and notebooks
@@ -28,7 +33,10 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from pathlib import Path
 
 import jupytext
@@ -39,7 +47,7 @@ from papermill.exceptions import PapermillExecutionError
 
 from helpers import cache, paths, runs, workers
 from helpers.params import ParameterError, check_run
-from helpers.steps import STEPS, producer
+from helpers.steps import STEPS, producer, waits_for
 
 
 def notebook_sources() -> list[Path]:
@@ -151,9 +159,11 @@ def run(
     build_dir: Path,
     folders: runs.RunFolders | None = None,
     defaults: dict | None = None,
+    jobs: int = 1,
 ) -> dict:
-    """Execute `sources` in order. `overrides` (the user's -p) must each be declared by some selected
-    notebook; they and `defaults` go to the notebooks that declare them. Returns the timings (s) per notebook."""
+    """Execute `sources`, up to `jobs` notebooks at once in the order their reads allow (_schedule; one job: in
+    order). `overrides` (the user's -p) must each be declared by some selected notebook; they and `defaults` go
+    to the notebooks that declare them. Returns the seconds each notebook took."""
     for src in sources:  # every parameter checked before any notebook (or model) starts
         try:
             check_run(src, {**(defaults or {}), **overrides})
@@ -168,26 +178,28 @@ def run(
     given = {**(defaults or {}), **overrides}
     if folders is not None:
         given.update(out_dir=str(folders.out), data_dir=str(folders.data))
+        for i, src in enumerate(inputs):
+            check_inputs(src, folders, [s.stem for s in list(inputs)[:i]])
     notebooks_dir = folders.notebooks if folders is not None else build_dir / "notebooks"
     work_dir = build_dir / "executing"
     work_dir.mkdir(parents=True, exist_ok=True)
+    order = {src: i for i, src in enumerate(inputs, 1)}
     timings = {}
-    for i, (src, nb) in enumerate(inputs.items(), 1):
-        if folders is not None:
-            check_inputs(src, folders, [s.stem for s in list(inputs)[: i - 1]])
+
+    def execute(src: Path) -> None:
         params = {k: v for k, v in given.items() if k in declared[src]}
         executed = work_dir / f"{src.stem}.ipynb"
-        print(f"[{i}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
+        print(f"[{order[src]}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
         start = time.time()
         try:
             papermill.execute_notebook(
-                str(nb),
+                str(inputs[src]),
                 str(executed),
                 parameters=params,
                 kernel_name="python3",
                 cwd=str(paths.NOTEBOOKS),
                 progress_bar=False,
-                log_output=True,
+                log_output=jobs == 1,  # the cells' output of notebooks running side by side would interleave
             )
         except PapermillExecutionError as err:
             _write_executed(executed, notebooks_dir, folders == runs.PUBLISHED)
@@ -198,7 +210,69 @@ def run(
         timings[src.stem] = round(time.time() - start, 1)
         _write_executed(executed, notebooks_dir, folders == runs.PUBLISHED)
         print(f"      {src.stem} done in {timings[src.stem]:.0f} s -> {notebooks_dir / executed.name}", flush=True)
+
+    _schedule(list(inputs), execute, jobs)
     return timings
+
+
+def _schedule(sources: list[Path], execute, jobs: int) -> None:
+    """execute(source) for every source, up to `jobs` at once, each once the notebooks it waits for are done
+    (steps.waits_for); with several jobs a notebook more others wait for (transitively) goes first, then the
+    numbering. After a failure no further notebook starts; the running ones finish, then the first failure is
+    raised."""
+    waits = waits_for([src.stem for src in sources])
+
+    def waiting_on(stem: str) -> int:  # how many notebooks wait for `stem`, directly or through others
+        return sum(stem in _upstream(other, waits) for other in waits)
+
+    pending = (
+        list(sources) if jobs == 1 else sorted(sources, key=lambda src: (-waiting_on(src.stem), sources.index(src)))
+    )
+    done, running, failure = set(), {}, None
+    with ThreadPoolExecutor(max_workers=jobs) as pool, _exit_on_interrupt(jobs):
+        while running or (pending and failure is None):
+            ready = [src for src in pending if waits[src.stem] <= done]
+            while failure is None and ready and len(running) < jobs:
+                src = ready.pop(0)
+                pending.remove(src)
+                running[pool.submit(execute, src)] = src
+            if not running:
+                raise RuntimeError(f"notebooks {[src.stem for src in pending]} wait for each other (helpers/steps.py)")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                src = running.pop(future)
+                try:
+                    future.result()
+                    done.add(src.stem)
+                except BaseException as error:  # SystemExit from a failed notebook, or anything else
+                    failure = failure or error
+    if failure is not None:
+        raise failure
+
+
+@contextmanager
+def _exit_on_interrupt(jobs: int):
+    """With several jobs, Ctrl-C ends the runner at once: the notebooks run in threads, which a KeyboardInterrupt
+    does not stop and which the interpreter would wait for; their kernels exit with the runner (ipykernel
+    watches its parent)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if jobs == 1:
+            raise
+        print("interrupted: stopping the running notebooks", file=sys.stderr, flush=True)
+        os._exit(130)
+
+
+def _upstream(stem: str, waits: dict[str, set[str]]) -> set[str]:
+    """The notebooks `stem` waits for, directly or through others."""
+    found, todo = set(), list(waits[stem])
+    while todo:
+        other = todo.pop()
+        if other not in found:
+            found.add(other)
+            todo.extend(waits[other])
+    return found
 
 
 def _versions() -> dict:
@@ -214,9 +288,10 @@ def _versions() -> dict:
     }
 
 
-def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict) -> Path:
-    """run.json: the run's parameters, versions, the model's fingerprint and the seconds per notebook (merged
-    with those of earlier calls into the same folder)."""
+def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict, how: dict | None = None) -> Path:
+    """run.json: the run's parameters, versions, the model's fingerprint, the seconds per notebook (merged with
+    those of earlier calls into the same folder; notebooks run side by side overlap) and `how` the last call ran
+    (jobs, wall_seconds)."""
     model = parameters.get("model", "toy")
     record = {
         "parameters": parameters,
@@ -224,6 +299,7 @@ def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict) ->
         "model_fingerprint": model_fingerprint_of(model),
         "versions": _versions(),
         "seconds_per_notebook": timings,
+        **(how or {}),
     }
     previous = json.loads(folders.run_json.read_text()) if folders.run_json.exists() else {}
     record["seconds_per_notebook"] = {**previous.get("seconds_per_notebook", {}), **timings}
@@ -276,6 +352,11 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--workers", type=int, help="processes per run's chunks (default: the cores available)")
     parser.add_argument("--shard", help="i/n: compute shard i of n of every run's chunks into the cache; no tables")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="notebooks run side by side once what they read is written (default: 2 on the CPU, 1 on an accelerator)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.workers is not None:
@@ -285,6 +366,13 @@ def main(argv=None) -> None:
         os.environ[workers.SHARD_ENV] = args.shard
         workers.shard()  # a malformed i/n stops here
     overrides = _resolve_paths({name: parse_value(value) for name, value in args.p})
+    jobs = args.jobs if args.jobs is not None else default_jobs(overrides)
+    if jobs < 1:
+        raise SystemExit(f"--jobs {jobs}: must be a whole number >= 1")
+    if jobs > 1:
+        # one thread per process: two notebooks' multi-threaded phases at once leave each OpenMP thread waiting
+        # for a sibling that the other notebook holds off its core (a smoke run took 10x as long)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     sources = select(args.notebooks)
     defaults = {"smoke": True} if args.smoke else {}
     changed = {**defaults, **overrides}
@@ -300,9 +388,17 @@ def main(argv=None) -> None:
         folders = shard_folders(folders, args.shard)
     print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
     build_dir = paths.BUILD / "runner" / folders.out.name
-    timings = run(sources, overrides, build_dir, folders, defaults)
-    write_run_json(folders, changed, timings)
-    print(f"total {sum(timings.values()):.0f} s; {folders.run_json}", flush=True)
+    start = time.time()
+    timings = run(sources, overrides, build_dir, folders, defaults, jobs)
+    wall = round(time.time() - start, 1)
+    write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall})
+    print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
+
+
+def default_jobs(overrides: dict) -> int:
+    """Two notebooks side by side on the CPU (each one's chunk workers fill the cores the other leaves idle while
+    it starts, compiles or makes its tables); one on an accelerator, where two would each hold the model."""
+    return 2 if overrides.get("device", "cpu") == "cpu" else 1
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 ``writes``: outputs in the run's ``out_dir`` (figures as .png + .pdf, tables as .csv + .tex, markdown as
 .md, each figure also shown inline in the notebook). ``data_writes`` / ``data_reads``: files in the run's
 ``data_dir``, the channel between notebooks. ``out_reads``: tables of earlier notebooks in the run's
-``out_dir`` (05's claims table reads 02-05's results). The runner checks a notebook's ``data_reads`` and
-``out_reads`` before it starts (they must exist, or be written by an earlier notebook of the same run)
-and names the notebook to run first.
+``out_dir`` (05's claims table reads 02-05's results). ``after``: notebooks that must finish first for a
+reason the files do not show (02 reads 01's discovery runs from the result cache). The runner checks a
+notebook's ``data_reads`` and ``out_reads`` before any notebook starts (they must exist, or be written by
+an earlier notebook of the same run) and names the notebook to run first; with several jobs it starts a
+notebook once the notebooks it waits for (``waits_for``) are done.
 """
 
 from collections.abc import Callable
@@ -31,6 +33,7 @@ class Step:
     data_reads: tuple[str, ...] = ()
     data_writes: tuple[str, ...] = field(default=())
     out_reads: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     forwards: Callable[[dict], int] = lambda p: 0  # item x head-set copies the notebook runs at parameters p
 
     def planned_forwards(self, params: dict) -> int:
@@ -118,6 +121,7 @@ STEPS = {
             "fig06_topk_curve": "figure + table",
             "fig07_chance_overlap": "figure + table",
         },
+        after=("01_discovery",),  # its discovery runs are 01's, read back from the result cache
         forwards=_discovery,
     ),
     "03_cers": Step(
@@ -176,6 +180,7 @@ STEPS = {
     # reads its `heads` (head-set files, or setting names in data/headsets/); writes report.md, report.html
     # and card.json into the run's notebooks/ folder, beside the executed notebook
     "07_protocol": Step(
+        after=("01_discovery",),  # its default heads are setting names, 01's head-sets
         writes={
             "protocol_verdicts": "table",
             "protocol_provenance": "table",
@@ -198,3 +203,18 @@ def producer(data_file: str) -> str | None:
         (name for name, step in STEPS.items() if data_file in step.data_writes or data_file in step.output_files()),
         None,
     )
+
+
+def waits_for(names: list[str]) -> dict[str, set[str]]:
+    """For each of the notebooks `names` (one run), those of `names` that must finish before it starts: the
+    writers of what it reads, and its ``after``."""
+    waits = {}
+    for name in names:
+        step = STEPS.get(name)
+        if step is None:
+            waits[name] = set()
+            continue
+        reads = step.data_reads + step.out_reads
+        writers = {producer(f) for f in reads} | set(step.after)
+        waits[name] = {other for other in names if other in writers and other != name}
+    return waits

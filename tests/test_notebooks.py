@@ -2,13 +2,15 @@
 
 import ast
 import json
+import threading
+import time
 
 import jupytext
 import nbformat
 import pytest
 
 from helpers import paths, run
-from helpers.steps import STEPS
+from helpers.steps import STEPS, waits_for
 
 SOURCES = run.notebook_sources()
 
@@ -57,6 +59,54 @@ def test_runner_names_failing_notebook_and_cell(tmp_path):
     assert "x = 2" in "".join(injected[0]["source"])
     with pytest.raises(SystemExit, match="taken by none"):
         run.run([bad], {"nope": 1}, tmp_path / "build")
+
+
+def _scheduled(jobs: int, fail: str = ""):
+    """run._schedule over every notebook with a stand-in for papermill: the start and end events, in order."""
+    events, lock = [], threading.Lock()
+
+    def execute(src):
+        with lock:
+            events.append(("start", src.stem))
+        time.sleep(0.05)
+        with lock:
+            events.append(("end", src.stem))
+        if src.stem == fail:
+            raise SystemExit(f"FAILED {fail}")
+
+    try:
+        run._schedule(SOURCES, execute, jobs)
+    except SystemExit as error:
+        return events, str(error)
+    return events, None
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_notebooks_start_once_what_they_read_is_written(jobs):
+    events, error = _scheduled(jobs)
+    waits = waits_for([src.stem for src in SOURCES])
+    ended, running, most = set(), set(), 0
+    for kind, stem in events:
+        if kind == "start":
+            assert waits[stem] <= ended, f"{stem} started before {sorted(waits[stem] - ended)} ended"
+            running.add(stem)
+            most = max(most, len(running))
+        else:
+            running.discard(stem)
+            ended.add(stem)
+    assert error is None and ended == set(STEPS) and most <= jobs
+    starts = [stem for kind, stem in events if kind == "start"]
+    assert starts == sorted(STEPS) if jobs == 1 else starts[0] == "01_discovery"  # the most waited-for first
+    assert waits["05_controls"] == {"01_discovery", "02_overlap", "03_cers", "04_ncs"} and not waits["06_cross_model"]
+    if jobs > 1:
+        assert most == jobs  # 06 waits for nothing: it runs beside the discovery notebooks
+
+
+def test_after_a_failure_no_notebook_starts_and_the_failure_is_raised():
+    events, error = _scheduled(2, fail="01_discovery")
+    started = {stem for kind, stem in events if kind == "start"}
+    assert error == "FAILED 01_discovery"
+    assert not started & {"02_overlap", "03_cers", "04_ncs", "05_controls", "07_protocol"}
 
 
 def test_unknown_notebook_prefix_lists_available():
