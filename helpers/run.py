@@ -216,20 +216,22 @@ def run(
 
 
 def _schedule(sources: list[Path], execute, jobs: int) -> None:
-    """execute(source) for every source, up to `jobs` at once, each once the notebooks it waits for are done
-    (steps.waits_for); with several jobs a notebook more others wait for (transitively) goes first, then the
-    numbering. After a failure no further notebook starts; the running ones finish, then the first failure is
-    raised."""
+    """execute(source) for every source: with one job in order, in this thread; with several, in threads, up to
+    `jobs` at once, each once the notebooks it waits for are done (steps.waits_for), a notebook more others wait
+    for (transitively) first, then the numbering. After a failure no further notebook starts; the running ones
+    finish, then the first failure is raised."""
+    if jobs == 1:
+        for src in sources:
+            execute(src)
+        return
     waits = waits_for([src.stem for src in sources])
 
     def waiting_on(stem: str) -> int:  # how many notebooks wait for `stem`, directly or through others
         return sum(stem in _upstream(other, waits) for other in waits)
 
-    pending = (
-        list(sources) if jobs == 1 else sorted(sources, key=lambda src: (-waiting_on(src.stem), sources.index(src)))
-    )
+    pending = sorted(sources, key=lambda src: (-waiting_on(src.stem), sources.index(src)))
     done, running, failure = set(), {}, None
-    with ThreadPoolExecutor(max_workers=jobs) as pool, _exit_on_interrupt(jobs):
+    with ThreadPoolExecutor(max_workers=jobs) as pool, _exit_on_interrupt():
         while running or (pending and failure is None):
             ready = [src for src in pending if waits[src.stem] <= done]
             while failure is None and ready and len(running) < jobs:
@@ -251,15 +253,12 @@ def _schedule(sources: list[Path], execute, jobs: int) -> None:
 
 
 @contextmanager
-def _exit_on_interrupt(jobs: int):
-    """With several jobs, Ctrl-C ends the runner at once: the notebooks run in threads, which a KeyboardInterrupt
-    does not stop and which the interpreter would wait for; their kernels exit with the runner (ipykernel
-    watches its parent)."""
+def _exit_on_interrupt():
+    """Ctrl-C ends the runner at once: the notebooks run in threads, which a KeyboardInterrupt does not stop and
+    which the interpreter would wait for; their kernels exit with the runner (ipykernel watches its parent)."""
     try:
         yield
     except KeyboardInterrupt:
-        if jobs == 1:
-            raise
         print("interrupted: stopping the running notebooks", file=sys.stderr, flush=True)
         os._exit(130)
 
