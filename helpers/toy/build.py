@@ -62,6 +62,8 @@ QWEN_SPLIT_REGEX = (
 )
 BPE_VOCAB_SIZE = 400  # bytes (256) + merges; most task words end up as one or two tokens
 PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 4, 2
+# The graded toys' merge: Qwen3-VL's own 2 x 2, so a 64-px panel, cell or single image is 2 x 2 tokens.
+MERGE_SIZES = (MERGE_SIZE, 2)
 MIN_PIXELS, MAX_PIXELS = 64 * 64, 512 * 512  # one to 64 image tokens; our stimuli are 64-192 px
 
 
@@ -129,10 +131,13 @@ def build_tokenizer(extra_special: tuple[str, ...] = (), template: str = CHAT_TE
     return tokenizer
 
 
-def build_processor(family: str = "qwen3_vl"):
-    """The processor of a toy of `family` (FAMILIES)."""
+def build_processor(family: str = "qwen3_vl", merge_size: int = MERGE_SIZE):
+    """The processor of a toy of `family` (FAMILIES); a Qwen toy's image tokens each merge `merge_size` x
+    `merge_size` patches of 16 px (MERGE_SIZES)."""
     if family not in FAMILIES:
         raise ValueError(f"toy family {family!r} is not one of {FAMILIES}")
+    if merge_size not in MERGE_SIZES or (family == "llava" and merge_size != MERGE_SIZE):
+        raise ValueError(f"merge_size {merge_size} is not one of {MERGE_SIZES} (llava: {MERGE_SIZE} only)")
     if family == "llava":
         return _llava_processor()
     tokenizer = build_tokenizer()
@@ -140,7 +145,7 @@ def build_processor(family: str = "qwen3_vl"):
     image_processor = Qwen2VLImageProcessor(
         size=size,
         patch_size=PATCH_SIZE,
-        merge_size=MERGE_SIZE,
+        merge_size=merge_size,
         temporal_patch_size=TEMPORAL_PATCH,
         image_mean=[0.5, 0.5, 0.5],
         image_std=[0.5, 0.5, 0.5],
@@ -150,7 +155,7 @@ def build_processor(family: str = "qwen3_vl"):
         "qwen2_vl": (Qwen2VLVideoProcessor, Qwen2VLProcessor),
     }[family]
     video_processor = video_class(
-        size=size, patch_size=PATCH_SIZE, merge_size=MERGE_SIZE, temporal_patch_size=TEMPORAL_PATCH
+        size=size, patch_size=PATCH_SIZE, merge_size=merge_size, temporal_patch_size=TEMPORAL_PATCH
     )
     return processor_class(
         image_processor=image_processor,
@@ -183,16 +188,17 @@ def _llava_processor() -> LlavaProcessor:
     )
 
 
-def build_config(tokenizer, family: str = "qwen3_vl", layers: int = 8):
-    """The config of a toy of `family` with `layers` text layers (the shipped toy: qwen3_vl, 8)."""
+def build_config(tokenizer, family: str = "qwen3_vl", layers: int = 8, merge_size: int = MERGE_SIZE):
+    """The config of a toy of `family` with `layers` text layers and a Qwen tower merging `merge_size` x
+    `merge_size` patches per image token (the shipped toy: qwen3_vl, 8, 4)."""
     if family == "qwen2_vl":
-        return _qwen2_vl_config(tokenizer, layers)
+        return _qwen2_vl_config(tokenizer, layers, merge_size)
     if family == "llava":
         return _llava_config(tokenizer, layers)
-    return _qwen3_vl_config(tokenizer, layers)
+    return _qwen3_vl_config(tokenizer, layers, merge_size)
 
 
-def _qwen3_vl_config(tokenizer, layers: int) -> Qwen3VLConfig:
+def _qwen3_vl_config(tokenizer, layers: int, merge_size: int) -> Qwen3VLConfig:
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     # head_dim 32 and rope theta 1e4: six of the 16 frequency pairs turn less than a radian over 200 tokens
     # (follow-up turns sit 100-300 tokens after the image), room for content lookups from any turn; at
@@ -217,17 +223,18 @@ def _qwen3_vl_config(tokenizer, layers: int) -> Qwen3VLConfig:
         pad_token_id=ids["<|endoftext|>"],
         tie_word_embeddings=True,
     )
-    # Merge 4 (one token per panel) rather than Qwen's 2 (four tokens per panel): with one token holding a
-    # whole object, its colour, shape and place sit in one vector, and "which panel shows X" is a lookup
-    # over 6 tokens, not 24 partial ones. The merger's width is hidden x merge^2, so the tower is 64 wide
-    # and keeps one deepstack layer (three mergers at width 128 would be 13 M parameters).
+    # Merge 4 (the shipped toy: one token per panel): one token holds a whole object, so "which panel shows X"
+    # is a lookup over 6 tokens. Merge 2 (the graded toys, Qwen's own): a panel is 2 x 2 tokens, so masks,
+    # steering and discovery scores act on several keys per region, as in a real VLM. The merger's width is
+    # hidden x merge^2, so the tower is 64 wide and keeps one deepstack layer (three mergers at width 128
+    # would be 13 M parameters).
     vision_config = dict(
         depth=4,
         hidden_size=64,
         intermediate_size=256,
         num_heads=4,
         patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE_SIZE,
+        spatial_merge_size=merge_size,
         temporal_patch_size=TEMPORAL_PATCH,
         out_hidden_size=128,
         num_position_embeddings=256,
@@ -249,9 +256,9 @@ def _qwen_vl_token_ids(ids: dict[str, int]) -> dict:
     )
 
 
-def _qwen2_vl_config(tokenizer, layers: int) -> Qwen2VLConfig:
+def _qwen2_vl_config(tokenizer, layers: int, merge_size: int) -> Qwen2VLConfig:
     """Qwen2-VL: no QK-norm and head_dim = hidden / heads, so 8 heads of 16 (64 candidate heads at 8 layers);
-    the vision tower has no position table (2-D rotary inside), patch 16, 4 x 4 merge: one token per 64 px."""
+    the vision tower has no position table (2-D rotary inside), patch 16, `merge_size` x `merge_size` merge."""
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     text_config = dict(
         vocab_size=len(tokenizer),
@@ -274,7 +281,7 @@ def _qwen2_vl_config(tokenizer, layers: int) -> Qwen2VLConfig:
         mlp_ratio=4,
         num_heads=4,
         patch_size=PATCH_SIZE,
-        spatial_merge_size=MERGE_SIZE,
+        spatial_merge_size=merge_size,
         temporal_patch_size=TEMPORAL_PATCH,
     )
     return Qwen2VLConfig(text_config=text_config, vision_config=vision_config, **_qwen_vl_token_ids(ids))
