@@ -1,16 +1,15 @@
-"""Results on disk, keyed by a hash of the parameters and of the code that computes them.
+"""Results on disk, keyed by a hash of the inputs and of the code that computes them.
 
-Entries are `.npz` files of named arrays plus a JSON header, loaded with `allow_pickle=False` (nothing
-on disk can execute code), written atomically (`helpers.files.atomic_write`: temp file + rename) so a
-killed run never leaves a half-written entry under a valid name. A truncated or corrupt entry is
-detected on load, removed and recomputed. `cached_chunks` splits a long per-item computation into
-chunks, so a rerun after a crash recomputes only the missing ones; a progress bar counts the chunks
-already on disk as done. Missing chunks are computed by several processes at once (helpers/workers.py:
-forked workers, shards).
+`computation_key` is the one place a cache key is made: every cached computation keys its results with the
+model, dtype, device kind, data, parameters and code version (helpers.code_hash) that decide them. Entries are
+`.npz` files of named arrays plus a JSON header, loaded with `allow_pickle=False` (nothing on disk can execute
+code), written atomically (`helpers.files.atomic_write`: temp file + rename) so a killed run never leaves a
+half-written entry under a valid name. A truncated or corrupt entry is detected on load, removed and
+recomputed. `cached_chunks` splits a long per-item computation into chunks, so a rerun after a crash
+recomputes only the missing ones; a progress bar counts the chunks already on disk as done. Missing chunks are
+computed by several processes at once (helpers/workers.py: forked workers, shards).
 """
 
-import ast
-import functools
 import hashlib
 import json
 import os
@@ -23,83 +22,30 @@ import numpy as np
 from tqdm import tqdm
 
 from helpers import workers
+from helpers.code_hash import code_version
 from helpers.files import atomic_write
 
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
 PROGRESS_ENV = "HELPERS_PROGRESS"  # "0": no progress bars (helpers.run sets it: executed notebooks keep no bars)
 _HEADER = "__header__"
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
-# modules whose code never changes a result
-NOT_RESULTS = frozenset({"helpers.cache", "helpers.files", "helpers.paths", "helpers.workers"})
 
 
-def code_version(module_name: str) -> str:
-    """Short hash of the code of project module `module_name` and of every project module it imports,
-    transitively (found from the import statements), so a result is recomputed when any code it ran
-    changed. Docstrings and comments are not part of the hash: editing them reuses the cache. The cache
-    machinery, its workers, file writing and the path table (NOT_RESULTS) decide where and how results are
-    kept, not what they are, and are left out."""
-    digest = hashlib.sha256()
-    for name in sorted(_project_imports(module_name) - NOT_RESULTS):
-        digest.update(f"{name}\n{_code_text(_module_path(name))}\n".encode())
-    return digest.hexdigest()[:12]
-
-
-def _module_path(name: str) -> Path:
-    base = _PROJECT_ROOT.joinpath(*name.split("."))
-    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
-
-
-def _is_project_module(name: str) -> bool:
-    return name.split(".")[0] == "helpers" and _module_path(name).exists()
-
-
-@functools.cache
-def _project_imports(module_name: str) -> frozenset[str]:
-    """`module_name` and the project modules it imports, transitively (a package's __init__ included)."""
-    seen, todo = set(), [module_name]
-    while todo:
-        name = todo.pop()
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-            prefix = ".".join(parts[:i])
-            if prefix not in seen and _is_project_module(prefix):
-                seen.add(prefix)
-                todo.extend(_imports_of(prefix))
-    return frozenset(seen)
-
-
-def _imports_of(name: str) -> list[str]:
-    tree = ast.parse(_module_path(name).read_text())
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append(node.module)
-            found += [f"{node.module}.{alias.name}" for alias in node.names]  # `from helpers import stats`
-    return [n for n in found if _is_project_module(n)]
-
-
-def _code_text(path: Path) -> str:
-    """The module's syntax tree without docstrings, as text: comments and layout do not change it."""
-    return _tree_text(path.read_text())
-
-
-@functools.lru_cache(maxsize=512)
-def _tree_text(source: str) -> str:
-    """_code_text of a module's source, parsed once per distinct source in a process."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
+def computation_key(
+    *, model_fingerprint: str, dtype: str, device_kind: str, corpus, params: dict, code_module: str
+) -> dict:
+    """The cache key (ResultCache's `params`) of a computation's results, made of everything that decides them:
+    the model (`model_fingerprint`: its files), the dtype it runs in, the kind of device it runs on ("cpu",
+    "cuda": their kernels round differently), the data (`corpus`: a corpus or task identity), the
+    computation's own `params`, and the code of module `code_module` and of what it imports (code_version).
+    Leave the item count out of `params` for cached_chunks: a larger run then reuses a smaller one's chunks."""
+    return {
+        "model": model_fingerprint,
+        "dtype": dtype,
+        "device": device_kind,
+        "corpus": corpus,
+        "params": params,
+        "code": code_version(code_module),
+    }
 
 
 def _canonical(value):

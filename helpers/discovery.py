@@ -18,13 +18,13 @@ and bootstraps of notebook 02 and a rerun after a crash need no new forward pass
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.design import CORPORA, QUERIES, SETTINGS, parse_setting
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.loading import LoadedModel, model_fingerprint
+from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import greedy_answers
-from helpers.items import corpus_key, items_of
+from helpers.items import corpus_key, items_of, model_identity
 from helpers.stimuli import Item
 
 ROW_AGGREGATES = ("mean", "max")
@@ -100,18 +100,15 @@ def discover(
     lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
 ) -> dict[str, np.ndarray]:
     """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "query": query,
-        "seed": seed,
-        "batch_size": batch_size,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"query": query, "seed": seed, "batch_size": batch_size},
+        code_module=__name__,
+    )
     return cache.cached_chunks(
         "discovery",
-        params,
+        key,
         n_strips,
         batch_size,
         lambda start, stop: score_strips(lm, list(items_of(f"strip_{query}", corpus, n_strips, seed)[start:stop])),

@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
-from helpers.engine.loading import model_fingerprint
-from helpers.items import corpus_key, items_of
+from helpers.items import corpus_key, items_of, model_identity
 from helpers.stimuli import Item
 
 GROUPS = ("image", "text", "first")
@@ -52,18 +51,15 @@ def mass_run(
 ) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "kind": kind,
-        "seed": seed,
-        "rows": rows,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"kind": kind, "seed": seed, "rows": rows, "batch_size": batch_size},
+        code_module=__name__,
+    )
     per_item = cache.cached_chunks(
         "head_mass",
-        params,
+        key,
         n_items,
         batch_size,
         lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), rows),

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import model_fingerprint
@@ -33,6 +33,15 @@ def corpus_of(corpus: str):
 def corpus_key(corpus: str) -> str:
     """What a cache key records of the corpus named `corpus` (its name, or an image corpus's content)."""
     return corpus_identity(corpus_of(corpus))
+
+
+def model_identity(lm) -> dict[str, str]:
+    """What a cache key records of the model `lm` runs: computation_key's model_fingerprint, dtype and device_kind."""
+    return {
+        "model_fingerprint": model_fingerprint(lm),
+        "dtype": str(lm.model.dtype),
+        "device_kind": lm.model.device.type,
+    }
 
 
 @functools.lru_cache(maxsize=32)
@@ -71,16 +80,14 @@ def clean_probs(lm, items: list[Item]) -> np.ndarray:
 
 def clean_run(lm, kind: str, corpus: str, n_items: int, seed: int, cache: ResultCache, chunk: int = 10) -> np.ndarray:
     """[N, 4] clean_probs of the first `n_items` items of `kind`, cached per chunk (keyed without head-sets)."""
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "kind": kind,
-        "seed": seed,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"kind": kind, "seed": seed},
+        code_module=__name__,
+    )
 
     def compute(start: int, stop: int) -> dict:
         return {"p_clean": clean_probs(lm, items_of(kind, corpus, n_items, seed)[start:stop])}
 
-    return cache.cached_chunks("clean", params, n_items, chunk, compute)["p_clean"]
+    return cache.cached_chunks("clean", key, n_items, chunk, compute)["p_clean"]

@@ -18,11 +18,10 @@ probabilities are cached on disk in chunks of items.
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.engine.attention import HIDE
 from helpers.engine.interventions import letter_probs_under
-from helpers.engine.loading import model_fingerprint
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, remember_items
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, model_identity, remember_items
 from helpers.steering import head_sets_key
 from helpers.stimuli import Item
 
@@ -84,17 +83,12 @@ def necessity_run(
     bad = [arm for arm in arms if arm not in ALL_ARMS]
     if bad or not arms:
         raise ValueError(f"arms {list(arms)} must be a non-empty selection of {ALL_ARMS}")
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "seed": seed,
-        "head_sets": head_sets_key(head_sets),
-        "rows": rows,
-        "arms": list(arms),
-        "keys": keys,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"seed": seed, "head_sets": head_sets_key(head_sets), "rows": rows, "arms": list(arms), "keys": keys},
+        code_module=__name__,
+    )
 
     def compute(start, stop):
         out = {}
@@ -108,7 +102,7 @@ def necessity_run(
         for arm in arms:
             remember_items(lm, items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop])
 
-    run = cache.cached_chunks("necessity", params, n_items, chunk, compute, prepare)
+    run = cache.cached_chunks("necessity", key, n_items, chunk, compute, prepare)
     for arm in arms:
         run[f"{arm}_p_clean"] = clean_run(lm, ARM_KINDS[arm], corpus, n_items, seed, cache, chunk)
     return run

@@ -7,22 +7,22 @@ allowed.
 """
 
 import ast
-import os
 import re
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-import jupytext
-
 from helpers import paths, runs, sizes
 from helpers.design import CORPORA, SETTINGS
-from helpers.engine.interventions import ROW_GROUPS
-from helpers.engine.loading import model_folder, model_heads, resolve_device, resolve_dtype
+from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
+from helpers.engine.model_files import missing_files, model_config, model_folder
+from helpers.engine.row_groups import ROW_GROUPS
 from helpers.profiles import PROFILES
 from helpers.stimuli import ImageFolderCorpus
 
-DEVICES = ("cpu", "cuda", "mps", "auto")
-DTYPES = ("float32", "bfloat16", "float16", "auto")
+DEVICE_CHOICES = ("cpu", "cuda", "mps", "auto")
+DTYPE_CHOICES = (*DTYPE_NAMES, "auto")
+GRID_CLASSES = 4  # a 2x2 grid item shows four different classes of the evaluation corpus
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SIZE_MINIMUM = {
     "batch_size": 1,
@@ -69,8 +69,9 @@ def _check_model(value, name="model"):
             f"it is neither an embedded toy ({toys}), an existing folder, nor a hub id of the form 'org/name'",
         )
     folder = Path(value).expanduser()
-    if toy is None and folder.is_dir() and not (folder / "config.json").is_file():
-        _fail(name, value, f"the folder {folder} holds no config.json; pass a save_pretrained folder")
+    missing = missing_files(folder) if toy is None and folder.is_dir() else ""
+    if missing:
+        _fail(name, value, f"the folder {folder} holds {missing}; pass a save_pretrained folder")
     try:
         model_folder(str(folder) if toy is None and folder.is_dir() else value)
     except FileNotFoundError as error:  # a toy not built, or a hub id not cached while offline
@@ -99,8 +100,8 @@ def _check_models(value):
 
 
 def _check_device(value):
-    if not (isinstance(value, str) and (value in DEVICES or re.fullmatch(r"cuda:\d+", value))):
-        _fail("device", value, f"allowed: {', '.join(DEVICES)} or 'cuda:N'")
+    if not (isinstance(value, str) and (value in DEVICE_CHOICES or re.fullmatch(r"cuda:\d+", value))):
+        _fail("device", value, f"allowed: {', '.join(DEVICE_CHOICES)} or 'cuda:N'")
     try:
         return resolve_device(value)  # "auto" -> the device this machine has
     except ValueError as error:
@@ -108,9 +109,9 @@ def _check_device(value):
 
 
 def _check_dtype(value):
-    if value in DTYPES:
+    if value in DTYPE_CHOICES:
         return value
-    _fail("dtype", value, f"allowed: {', '.join(DTYPES)}")
+    _fail("dtype", value, f"allowed: {', '.join(DTYPE_CHOICES)}")
 
 
 def _check_settings(value):
@@ -181,11 +182,20 @@ def _check_dir(name):
         if folder.exists() and not folder.is_dir():
             _fail(name, value, f"{folder} is an existing file, not a folder; use a folder path")
         existing = next(p for p in (folder, *folder.parents) if p.exists())  # what will hold the new folders
-        if not os.access(existing, os.W_OK | os.X_OK):
+        if not _writable(existing):
             _fail(name, value, f"{existing} is not writable by this user; use a folder you can write to")
         return folder
 
     return check
+
+
+def _writable(folder: Path) -> bool:
+    """A file can be created in `folder` and removed again (os.access says yes to root everywhere)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            return True
+    except OSError:
+        return False
 
 
 def _check_choice(name, allowed):
@@ -254,9 +264,17 @@ def _check_corpus(name):
                 "path,label rows",
             )
         try:
-            ImageFolderCorpus(source).check_readable()
+            corpus = ImageFolderCorpus(source)
+            corpus.check_readable()
         except ValueError as error:
             _fail(name, value, str(error))
+        if len(corpus.labels) < GRID_CLASSES:
+            _fail(
+                name,
+                value,
+                f"it holds {len(corpus.labels)} class(es) ({', '.join(map(repr, corpus.labels))}); the 2x2 grid "
+                f"items need at least {GRID_CLASSES} classes",
+            )
         return value
 
     return check
@@ -294,9 +312,10 @@ CHECKS = {
 }
 
 
-def validate(params: dict) -> SimpleNamespace:
+def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
     """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
-    sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes."""
+    sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes. With the
+    `notebook`, the model is also checked against what that notebook needs (helpers.steps: region analyses)."""
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
@@ -305,28 +324,49 @@ def validate(params: dict) -> SimpleNamespace:
         checked.update({n: v for n, v in sizes.PAPER_SIZES.items() if n in checked})
     if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere
         checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
-    _check_sizes_against_model(checked)
+    _check_against_model(checked, notebook)
     if checked.get("smoke"):
         checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
     return SimpleNamespace(**checked)
 
 
-def _check_sizes_against_model(checked: dict) -> None:
-    """Head counts k, k_crossover and ks must fit the model's heads (from its config.json, no weights)."""
+def model_adapter(model: str):
+    """The engine's adapter of `model` from its config alone (no weights), or None for a hub id still to be
+    downloaded; an unsupported family is refused, naming the model. Imports torch and transformers."""
+    from helpers.engine.adapters import adapter_for
+
+    config = model_config(model)
+    if config is None:
+        return None
+    try:
+        return adapter_for(config)
+    except ValueError as error:
+        _fail("model", model, str(error))
+
+
+def _check_against_model(checked: dict, notebook: str | None) -> None:
+    """The model's family has an adapter; head counts k, k_crossover and ks fit its heads; a notebook whose
+    analyses key on regions gets a family that maps them. All from config.json, before the model loads."""
+    from helpers.steps import STEPS
+
+    model = checked.get("model", "toy")
+    adapter = model_adapter(model)
+    if adapter is None:  # a hub id still to be downloaded: checked when it loads
+        return
+    step = STEPS.get(notebook or "")
+    if step is not None and step.needs_regions and not adapter.maps_regions:
+        _fail("model", model, f"notebook {notebook} needs region analyses. {adapter.no_region_mapping}")
+    layers, heads = len(adapter.candidate_layers), adapter.n_heads
+    _check_head_files(checked, model, layers, heads)
     sizes = {name: checked[name] for name in ("k", "k_crossover") if checked.get(name) is not None}
     sizes.update({f"ks[{i}]": k for i, k in enumerate(checked.get("ks") or [])})
-    if not any(isinstance(k, int) for k in sizes.values()):
-        return
-    shape = model_heads(checked.get("model", "toy"))
-    if shape is None:  # a hub id still to be downloaded: checked when it loads
-        return
-    total = shape[0] * shape[1]
+    total = layers * heads
     for name, k in sizes.items():
         if isinstance(k, int) and k > total:
             _fail(
                 name,
                 k,
-                f"model {checked.get('model', 'toy')!r} has {total} heads ({shape[0]} layers x {shape[1]}); "
+                f"model {model!r} has {total} heads ({layers} layers x {heads}); "
                 f"use an int from 1 to {total} or a float share 0 < k < 1",
             )
 
@@ -339,12 +379,39 @@ def declared_parameters(notebook: str) -> dict:
     return _declared_in(source)
 
 
+def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> None:
+    """Every head-set file in `heads` (setting names are 01_discovery's files, checked when read) reads as a
+    head-set of this model's layers x heads: schema, ranges, import_k (helpers.headsets.read_any)."""
+    from helpers import headsets
+
+    for entry in checked.get("heads") or []:
+        if entry in SETTINGS:
+            continue
+        path = Path(entry).expanduser()
+        if not path.is_file():
+            _fail("heads", entry, f"{path} is not a file; give head-set files (json, npy, csv) or setting names")
+        try:
+            headsets.read_any(path, model, layers, heads, checked.get("import_k"))
+        except ValueError as error:
+            _fail("heads", entry, str(error))
+
+
+PARAMETERS_CELL = '# %% tags=["parameters"]'
+
+
 def _declared_in(source: Path) -> dict:
-    cells = [c for c in jupytext.read(source).cells if "parameters" in c.metadata.get("tags", [])]
-    if len(cells) != 1:
-        raise ParameterError(f"{source.name} has {len(cells)} cells tagged 'parameters', expected one")
+    """The assignments of the jupytext percent cell tagged "parameters" (read as text: no jupytext import)."""
+    lines = Path(source).read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == PARAMETERS_CELL]
+    if len(starts) != 1:
+        raise ParameterError(f"{Path(source).name} has {len(starts)} cells tagged 'parameters', expected one")
+    body = []
+    for line in lines[starts[0] + 1 :]:
+        if line.startswith("# %%"):
+            break
+        body.append(line)
     declared = {}
-    for statement in ast.parse(cells[0].source).body:
+    for statement in ast.parse("\n".join(body)).body:
         declared[statement.targets[0].id] = ast.literal_eval(statement.value)
     return declared
 
@@ -355,7 +422,7 @@ def check_run(source: Path, given: dict) -> SimpleNamespace:
     Names no check knows are left to the notebook."""
     declared = _declared_in(Path(source))
     values = {**declared, **{name: value for name, value in given.items() if name in declared}}
-    return validate({name: value for name, value in values.items() if name in CHECKS})
+    return validate({name: value for name, value in values.items() if name in CHECKS}, Path(source).stem)
 
 
 def gather(namespace: dict, notebook: str) -> SimpleNamespace:
@@ -365,7 +432,7 @@ def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     declared = declared_parameters(notebook)
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}
-    checked = validate(values)
+    checked = validate(values, notebook)
     folders = runs.folders_for(getattr(checked, "model", "toy"), changed)  # 06 takes `models`: a toy run
     checked.out_dir = checked.out_dir or folders.out
     checked.data_dir = checked.data_dir or (folders.data if values["out_dir"] is None else checked.out_dir / "data")

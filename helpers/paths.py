@@ -8,6 +8,7 @@ gets a folder of its own under RUNS.
 
 from pathlib import Path
 
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
 NOTEBOOKS = ROOT / "notebooks"

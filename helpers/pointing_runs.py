@@ -7,17 +7,24 @@ per chunk of items under the task's name (and a converted task's file digest).
 import numpy as np
 
 from helpers import sizes
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.controls import layer_matched_sets, with_controls
-from helpers.engine.loading import LoadedModel, model_fingerprint
+from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.items import model_identity
 from helpers.necessity import mask_items, ncs
 from helpers.pointing import EXPECTED, Task, audit, task_items
 from helpers.steering import cers, distractor_cells, head_sets_key, steer_items
 
 
-def _params(lm: LoadedModel, task: Task, seed: int, **more) -> dict:
-    return {"model": model_fingerprint(lm), "task": task.name, "source": task.source, "seed": seed, **more}
+def _key(lm: LoadedModel, task: Task, seed: int, **params) -> dict:
+    """computation_key of a run on `task`'s items (the task's name and a converted task's file digest)."""
+    return computation_key(
+        **model_identity(lm),
+        corpus={"task": task.name, "source": task.source},
+        params={"seed": seed, **params},
+        code_module=__name__,
+    )
 
 
 def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
@@ -34,26 +41,24 @@ def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: Resul
                 out["plain hit"] = probs.argmax(1).numpy() == np.array([item.correct for item in items])
         return out
 
-    return cache.cached_chunks(
-        "pointing_audit", _params(lm, task, seed, code=code_version(__name__)), n_items, 10, compute
-    )
+    return cache.cached_chunks("pointing_audit", _key(lm, task, seed), n_items, 10, compute)
 
 
 def steering_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64):
     """steer_items on the task's plain grids for head-sets [n, L, H] (keys as helpers.steering.steering_run)."""
-    params = _params(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta), code=code_version(__name__))
+    key = _key(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta))
 
     def compute(start, stop):
         items = task_items(task, stop, seed, start=start)
         return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, "all", batch)
 
-    return cache.cached_chunks("pointing_steering", params, n_items, 10, compute)
+    return cache.cached_chunks("pointing_steering", key, n_items, 10, compute)
 
 
 def necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
     """mask_items on the task's matched and mismatched arms (keys as helpers.necessity.necessity_run, so
     helpers.necessity.ncs applies)."""
-    params = _params(lm, task, seed, head_sets=head_sets_key(head_sets), code=code_version(__name__))
+    key = _key(lm, task, seed, head_sets=head_sets_key(head_sets))
 
     def compute(start, stop):
         out = {}
@@ -62,7 +67,7 @@ def necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray
             out.update({f"{arm}_{k}": v for k, v in mask_items(lm, items, head_sets, "all", batch).items()})
         return out
 
-    return cache.cached_chunks("pointing_necessity", params, n_items, 10, compute)
+    return cache.cached_chunks("pointing_necessity", key, n_items, 10, compute)
 
 
 def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed: int, beta: float, cache, batch: int):

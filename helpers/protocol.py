@@ -98,6 +98,9 @@ class Protocol:
         self.sizes = sizes_for(params.profile, params.sizes, params.smoke)
         self.lm = load_model(params.model, device=params.device, dtype=params.dtype)
         self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
+        # the checks keyed on pixel regions (CERS, its sweep, NCS_grid, the discovery ceiling) run where the
+        # family maps regions to tokens; elsewhere they are "not run", with this reason
+        self.no_regions = "" if self.lm.adapter.maps_regions else self.lm.adapter.no_region_mapping
         self.fingerprint = model_fingerprint(self.lm)
         self.cache = ResultCache(params.cache_dir)
         self.head_sets = resolve_head_sets(
@@ -165,12 +168,13 @@ class Protocol:
             "k": head_set.k,
             "layers x heads": f"{self.n_layers} x {self.n_heads}",
             "layers used": " ".join(str(l) for l in np.nonzero(head_set.mask.any(1))[0]),
+            "heads (layer.head)": " ".join(f"{layer}.{head}" for layer, head in np.argwhere(head_set.mask)),
         }
 
     def ceiling(self, head_set: HeadSet) -> dict | None:
         """The half-split noise ceiling of the set's discovery setting (None when it has none): the mean
         over random half-splits of the strips of the top-k overlap between the two halves' scores."""
-        if head_set.setting is None:
+        if head_set.setting is None or self.no_regions:
             return None
         s, p = parse_setting(head_set.setting), self.params
         n_strips = self.sizes["n_strips"]
@@ -217,10 +221,9 @@ class Protocol:
         """NCS (as 04's Table 3) and NCS_grid (as 04's Table 6) rows with t-intervals over items,
         and the random sets' means [R] for the histograms."""
         stack = self.layer_matched(head_set)
-        measures = {
-            "NCS": ncs(self.mask(stack)),
-            "NCS_grid": ncs_grid(self.steer(stack, HIDE)),
-        }
+        measures = {"NCS": ncs(self.mask(stack))}
+        if not self.no_regions:
+            measures["NCS_grid"] = ncs_grid(self.steer(stack, HIDE))
         rows, random_means = [], {}
         for measure, values in measures.items():  # values [N, 1 + R]
             rows.append(
@@ -288,6 +291,8 @@ class Protocol:
 def _holm_by(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Add 'p Holm': the rank p's Holm-adjusted across the head-sets, within each group of `by`."""
     table = table.copy()
+    if table.empty:  # a check not run on this family
+        return table
     table["p Holm"] = table.groupby(by)["p"].transform(lambda p: holm(p.to_numpy()))
     return table
 
@@ -310,7 +315,7 @@ def build_card(protocol: Protocol) -> dict:
             }
         )
         nec_rows, nec_means = protocol.necessity(head_set)
-        steer_rows, steer_means = protocol.steerability(head_set)
+        steer_rows, steer_means = protocol.steerability(head_set) if not protocol.no_regions else ([], {})
         necessity += nec_rows
         steer += steer_rows
         random_means[head_set.name] = {
@@ -320,7 +325,7 @@ def build_card(protocol: Protocol) -> dict:
             },
             "random": {**nec_means, **steer_means},
         }
-        sweep += protocol.beta_sweep(head_set)
+        sweep += protocol.beta_sweep(head_set) if not protocol.no_regions else []
         damage.append(protocol.damage(head_set))
         rows += protocol.row_groups(head_set)
     necessity = _holm_by(pd.DataFrame(necessity), ["measure"])
@@ -348,6 +353,7 @@ def build_card(protocol: Protocol) -> dict:
         "rows": rows,
         "random_means": random_means,
     }
+    card["meta"]["not run"] = protocol.no_regions
     card["verdicts"] = verdict_table(card, audits, ceilings)
     card["conclusion"] = conclusion(card)
     card["meta"]["seconds"] = round(time.time() - start, 1)
@@ -355,27 +361,42 @@ def build_card(protocol: Protocol) -> dict:
 
 
 def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
-    """One verdict per check and head-set, after the audit's own rows."""
-    sizes, n_sets = card["meta"]["sizes"], len(card["meta"]["head-sets"])
+    """One verdict per check and head-set, after the audit's own rows; a check the model's family cannot run
+    (card["meta"]["not run"]: the region checks without a region mapping) is "not run" with that reason."""
+    sizes, n_sets, not_run = card["meta"]["sizes"], len(card["meta"]["head-sets"]), card["meta"]["not run"]
+    nec = card["necessity"].set_index(["head-set", "measure"])
+    steer = card["steerability"].set_index(["head-set", "control"]) if not not_run else None
+    rows = card["rows"].set_index(["head-set", "rows"])
     out = list(audits)
     for name in card["meta"]["head-sets"]:
-        out.append(verdicts.ceiling_verdict(name, ceilings[name]))
-        nec = card["necessity"].set_index(["head-set", "measure"])
+        if not_run:
+            out.append(verdicts.Verdict(name, "discovery noise ceiling", verdicts.NOT_RUN, "--", not_run))
+        else:
+            out.append(verdicts.ceiling_verdict(name, ceilings[name]))
         for measure in ("NCS", "NCS_grid"):
-            row = nec.loc[(name, measure)].to_dict()
+            check = f"{measure} vs layer-matched"
+            if (name, measure) not in nec.index:
+                out.append(verdicts.Verdict(name, check, verdicts.NOT_RUN, "--", not_run))
+                continue
             out.append(
                 verdicts.against_random_verdict(
-                    name, f"{measure} vs layer-matched", row, sizes["n_random"], n_sets, audits
+                    name, check, nec.loc[(name, measure)].to_dict(), sizes["n_random"], n_sets, audits
                 )
             )
-        steer = card["steerability"].set_index(["head-set", "control"])
         for control, r in (("layer-matched", sizes["n_random"]), ("any-layer", sizes["n_random_any"])):
-            row = steer.loc[(name, control)].to_dict()
-            out.append(verdicts.against_random_verdict(name, f"CERS vs {control}", row, r, n_sets, audits))
-        out.append(verdicts.sweep_verdict(name, card["sweep"][card["sweep"]["head-set"] == name], audits))
+            check = f"CERS vs {control}"
+            if steer is None:
+                out.append(verdicts.Verdict(name, check, verdicts.NOT_RUN, "--", not_run))
+                continue
+            out.append(
+                verdicts.against_random_verdict(name, check, steer.loc[(name, control)].to_dict(), r, n_sets, audits)
+            )
+        if not_run:
+            out.append(verdicts.Verdict(name, "CERS beta sweep", verdicts.NOT_RUN, "--", not_run))
+        else:
+            out.append(verdicts.sweep_verdict(name, card["sweep"][card["sweep"]["head-set"] == name], audits))
         s_low = nec.loc[(name, "NCS"), "S low"]
         out.append(verdicts.damage_verdict(name, s_low, card["damage"][card["damage"]["head-set"] == name], audits))
-        rows = card["rows"].set_index(["head-set", "rows"])
         for group, check in (("prompt", "NCS at question + option rows"), ("last", "NCS at the last row")):
             row = rows.loc[(name, group)].to_dict()
             out.append(verdicts.against_random_verdict(name, check, row, sizes["n_random"], n_sets, audits))
@@ -387,11 +408,13 @@ CONCLUDE = {
         verdicts.PASS: "is necessary beyond its layer-matched random sets",
         verdicts.FAIL: "is not more necessary than its layer-matched random sets",
         verdicts.NOT_INTERPRETABLE: "cannot be judged on necessity",
+        verdicts.NOT_RUN: "was not judged on necessity",
     },
     "CERS vs layer-matched": {
         verdicts.PASS: "steers more than its layer-matched random sets",
         verdicts.FAIL: "does not steer more than its layer-matched random sets",
         verdicts.NOT_INTERPRETABLE: "cannot be judged on steerability",
+        verdicts.NOT_RUN: "was not judged on steerability",
     },
 }
 

@@ -37,13 +37,8 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-
-import jupytext
-import nbformat
-import papermill
-from nbconvert import HTMLExporter
-from papermill.exceptions import PapermillExecutionError
 
 from helpers import cache, paths, runs, workers
 from helpers.params import ParameterError, check_run
@@ -78,6 +73,8 @@ def parse_value(text: str):
 
 
 def to_ipynb(source: Path, target: Path) -> Path:
+    import jupytext
+
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(jupytext.read(source), target)
     return target
@@ -120,6 +117,9 @@ def _write_executed(executed: Path, notebooks_dir: Path, published: bool = False
     A published copy names no machine's paths: papermill's record of its files and folders is made
     repository-relative, and its injected folder parameters become a comment, so that rerunning it in
     JupyterLab writes into the default run's scratch folder (runs/toy-default/), never into paper_figures/."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
     notebooks_dir.mkdir(parents=True, exist_ok=True)
     notebook = nbformat.read(executed, as_version=4)
     if published:
@@ -169,6 +169,9 @@ def run(
             check_run(src, {**(defaults or {}), **overrides})
         except ParameterError as error:
             raise SystemExit(f"{src.stem}: {error}") from None
+    import papermill  # after the checks: a refusal comes without papermill's and Jupyter's imports
+    from papermill.exceptions import PapermillExecutionError
+
     inputs = {src: to_ipynb(src, build_dir / "source" / f"{src.stem}.ipynb") for src in sources}
     declared = {src: papermill.inspect_notebook(str(nb)) for src, nb in inputs.items()}
     unused = [name for name in overrides if not any(name in params for params in declared.values())]
@@ -375,14 +378,7 @@ def main(argv=None) -> None:
     sources = select(args.notebooks)
     defaults = {"smoke": True} if args.smoke else {}
     changed = {**defaults, **overrides}
-    if args.smoke:
-        folders = runs.in_folder(paths.BUILD / "smoke")
-    elif args.out:
-        folders = runs.in_folder(Path(args.out).expanduser().resolve())
-    else:
-        model = overrides.get("model", "toy")
-        full_default = len(sources) == len(notebook_sources()) and runs.is_default(model, changed)
-        folders = runs.folders_for(model, changed, publish=full_default)
+    folders = run_folders(args, sources, overrides, changed)
     if args.shard is not None:
         folders = shard_folders(folders, args.shard)
     print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
@@ -394,10 +390,36 @@ def main(argv=None) -> None:
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
 
 
+def run_folders(args, sources: list[Path], overrides: dict, changed: dict) -> runs.RunFolders:
+    """Where the run writes: `--out` or `-p out_dir` (the same folder; both given must agree), else build/smoke/
+    for a smoke run, paper_figures/ for the default full run, runs/<model>-<hash>/ for any other; `-p data_dir`
+    then replaces the data folder."""
+    out = {Path(v).expanduser().resolve() for v in (args.out, overrides.get("out_dir")) if v is not None}
+    if len(out) > 1:
+        raise SystemExit(f"--out {args.out} and -p out_dir {overrides['out_dir']} name two run folders; give one")
+    if out:
+        folders = runs.in_folder(out.pop())
+    elif args.smoke:
+        folders = runs.in_folder(paths.BUILD / "smoke")
+    else:
+        model = overrides.get("model", "toy")
+        full_default = len(sources) == len(notebook_sources()) and runs.is_default(model, changed)
+        folders = runs.folders_for(model, changed, publish=full_default)
+    if overrides.get("data_dir") is not None:
+        folders = replace(folders, data=Path(overrides["data_dir"]))
+    return folders
+
+
 def default_jobs(overrides: dict) -> int:
     """Two notebooks side by side on the CPU (each one's chunk workers fill the cores the other leaves idle while
-    it starts, compiles or makes its tables); one on an accelerator, where two would each hold the model."""
-    return 2 if overrides.get("device", "cpu") == "cpu" else 1
+    it starts, compiles or makes its tables); one on an accelerator, where two would each hold the model. The
+    device is the one "auto" resolves to here."""
+    device = overrides.get("device", "cpu")
+    if device == "auto":
+        from helpers.engine.devices import resolve_device
+
+        device = resolve_device(device)
+    return 2 if device == "cpu" else 1
 
 
 if __name__ == "__main__":

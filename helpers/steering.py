@@ -18,10 +18,9 @@ import hashlib
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, code_version
+from helpers.cache import ResultCache, computation_key
 from helpers.engine.interventions import letter_probs_under
-from helpers.engine.loading import model_fingerprint
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, remember_items
+from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, model_identity, remember_items
 from helpers.stimuli import LETTERS, Item
 
 
@@ -93,16 +92,12 @@ def steering_run(
     sets_per_forward: int = 64,
 ) -> dict[str, np.ndarray]:
     """steer_items over `n_items` plain grids of `corpus`, cached per chunk of items; p_clean from clean_run."""
-    params = {
-        "model": model_fingerprint(lm),
-        "corpus": corpus_key(corpus),
-        "seed": seed,
-        "head_sets": head_sets_key(head_sets),
-        "beta": float(beta),
-        "rows": rows,
-        "dtype": str(lm.model.dtype),
-        "code": code_version(__name__),
-    }
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"seed": seed, "head_sets": head_sets_key(head_sets), "beta": float(beta), "rows": rows},
+        code_module=__name__,
+    )
 
     def compute(start, stop):
         items = items_of("grid", corpus, n_items, seed)[start:stop]
@@ -111,7 +106,7 @@ def steering_run(
     def prepare(start, stop):
         remember_items(lm, items_of("grid", corpus, n_items, seed)[start:stop])
 
-    run = cache.cached_chunks("steering", params, n_items, chunk, compute, prepare)
+    run = cache.cached_chunks("steering", key, n_items, chunk, compute, prepare)
     return {**run, "p_clean": clean_run(lm, "grid", corpus, n_items, seed, cache, chunk)}
 
 

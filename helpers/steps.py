@@ -34,6 +34,7 @@ class Step:
     data_writes: tuple[str, ...] = field(default=())
     out_reads: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+    needs_regions: bool = False  # its analyses key on pixel regions: the model's adapter must map them to tokens
     forwards: Callable[[dict], int] = lambda p: 0  # item x head-set copies the notebook runs at parameters p
 
     def planned_forwards(self, params: dict) -> int:
@@ -103,6 +104,7 @@ STEPS = {
         },
     ),
     "01_discovery": Step(
+        needs_regions=True,
         writes={
             "discovery_accuracy": "table",
             "discovery_headsets": "table",
@@ -113,6 +115,7 @@ STEPS = {
         forwards=_discovery,
     ),
     "02_overlap": Step(
+        needs_regions=True,
         writes={
             "fig02_overlap_matrix": "figure + table",
             "table01_overlap_by_factor": "table",
@@ -125,6 +128,7 @@ STEPS = {
         forwards=_discovery,
     ),
     "03_cers": Step(
+        needs_regions=True,
         writes={
             "table03_cers": "table",
             "fig03_cers": "figure",
@@ -134,6 +138,7 @@ STEPS = {
         forwards=_cers,
     ),
     "04_ncs": Step(
+        needs_regions=True,
         writes={
             "table03_ncs": "table",
             "table11_ncs_arms": "table",
@@ -146,6 +151,7 @@ STEPS = {
         forwards=_ncs,
     ),
     "05_controls": Step(
+        needs_regions=True,
         writes={
             "table09_rank_p": "table",
             "table10_large_r": "table",

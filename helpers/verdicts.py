@@ -5,13 +5,16 @@ Rules (the thresholds are named constants, so a report states what it applied):
 
 - baseline audit (Table 22): each clean P(correct) must lie in AUDIT_RANGES; a check that depends on an
   audit out of range (DEPENDS_ON) is "not interpretable", never scored;
-- against random sets: pass when the Holm-adjusted rank p <= ALPHA; "not interpretable" when even the
+- every comparison counts a difference as an effect only when it reaches MIN_EFFECT (exceeds), never on a
+  float-noise margin;
+- against random sets: pass when the Holm-adjusted rank p <= ALPHA and S exceeds the random sets' mean by
+  MIN_EFFECT; "not interpretable" when even the
   best possible rank (S above every random set) could not reach ALPHA after Holm (too few random sets
   for the number of head-sets), since then a fail says nothing about the set;
 - the half-split noise ceiling: pass when the two halves of the discovery data share >= CEILING_SHARE of
   the top-k;
-- generic damage: pass when S's NCS interval lies above the NCS of every generic-damage set;
-- the beta sweep: pass when S steers more than every one of its random sets at every beta.
+- generic damage: pass when S's NCS interval lies MIN_EFFECT above the NCS of every generic-damage set;
+- the beta sweep: pass when S steers MIN_EFFECT more than every one of its random sets at every beta.
 """
 
 from dataclasses import dataclass
@@ -24,6 +27,10 @@ ALPHA = 0.05
 AUDIT_RANGES = {"oracle": (0.85, 1.0), "blank": (0.15, 0.35), "matched": (0.85, 1.0), "mismatched": (0.15, 0.35)}
 AUDIT_EXPECTED = {"oracle": "~1", "blank": "~0.25", "matched": "~1", "mismatched": "~0.25"}
 CEILING_SHARE = 0.8
+# The smallest difference in P(correct), or in a score made of such differences (NCS, CERS), that a verdict
+# counts as an effect: one percentage point. The tables print three decimals, so it shows as >= 0.010;
+# below it lie float noise (~1e-6 where both sides are ~0) and changes no reader would call an effect.
+MIN_EFFECT = 0.01
 GRID_AUDITS = ("oracle", "blank")  # the 2x2 grid: CERS, its beta sweep and NCS_grid rest on it
 SINGLE_AUDITS = ("matched", "mismatched")  # the single-image MCQ: NCS, generic damage, row groups
 DEPENDS_ON = {
@@ -78,6 +85,11 @@ def blocked_by(check: str, audits: list[Verdict]) -> str | None:
     return "baseline out of range: " + ", ".join(f"{v.check.removeprefix('baseline: ')} {v.number}" for v in failed)
 
 
+def exceeds(difference: float, minimum: float = MIN_EFFECT) -> bool:
+    """`difference` counts as an effect: it reaches `minimum` (a tie is anything closer to 0 than that)."""
+    return bool(difference >= minimum)
+
+
 def holm_floor(n_random: int, n_sets: int) -> float:
     """The smallest Holm-adjusted rank p any set can get: n_sets / (R + 1), capped at 1."""
     return min(1.0, n_sets / (n_random + 1))
@@ -95,8 +107,12 @@ def against_random_verdict(
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
+    effect = row["S"] - row["random mean"]
+    if row["p Holm"] <= ALPHA and exceeds(effect):
+        return Verdict(head_set, check, PASS, number, f"Holm-adjusted rank p <= {ALPHA}, effect >= {MIN_EFFECT:g}")
     if row["p Holm"] <= ALPHA:
-        return Verdict(head_set, check, PASS, number, f"Holm-adjusted rank p <= {ALPHA}")
+        reason = f"rank p <= {ALPHA} but S exceeds the random mean by {effect:.4f} < the minimum effect {MIN_EFFECT:g}"
+        return Verdict(head_set, check, FAIL, number, reason)
     if floor > ALPHA:
         reason = (
             f"with R = {n_random} and {n_sets} head-set(s) no rank p can reach {ALPHA} after Holm; "
@@ -127,26 +143,29 @@ def damage_verdict(head_set: str, s_low: float, damage: pd.DataFrame, audits: li
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
-    if s_low > worst["NCS"]:
-        return Verdict(head_set, check, PASS, number, "S's necessity exceeds every generic-damage set's")
-    return Verdict(head_set, check, FAIL, number, "a generic-damage set reaches S's necessity")
+    if exceeds(s_low - worst["NCS"]):
+        return Verdict(
+            head_set, check, PASS, number, f"S's necessity exceeds every generic-damage set's by >= {MIN_EFFECT:g}"
+        )
+    return Verdict(head_set, check, FAIL, number, f"a generic-damage set comes within {MIN_EFFECT:g} of S's necessity")
 
 
 def sweep_verdict(head_set: str, sweep: pd.DataFrame, audits: list[Verdict]) -> Verdict:
     """Verdict of the beta sweep: S above every random set's CERS at every beta."""
     check = "CERS beta sweep"
     margin = sweep["S"] - sweep["random max"]
-    below = sweep.loc[margin <= 0, "beta"].tolist()
+    below = sweep.loc[[not exceeds(m) for m in margin], "beta"].tolist()
     n_random = int(sweep["random sets"].iloc[0])
     number = f"min over beta of S - random max = {margin.min():.4f} ({len(sweep)} betas, {n_random} random sets)"
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
     if not below:
-        return Verdict(head_set, check, PASS, number, "S steers more than every random set at every beta")
-    return Verdict(
-        head_set, check, FAIL, number, f"a random set steers as much as S at beta {', '.join(map(_g, below))}"
-    )
+        return Verdict(
+            head_set, check, PASS, number, f"S steers >= {MIN_EFFECT:g} more than every random set at every beta"
+        )
+    reason = f"a random set comes within {MIN_EFFECT:g} of S at beta {', '.join(map(_g, below))}"
+    return Verdict(head_set, check, FAIL, number, reason)
 
 
 def _g(value: float) -> str:

@@ -27,8 +27,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
 WORKERS_ENV = "HELPERS_WORKERS"  # processes per cached computation (default: the cores this process may use)
 SHARD_ENV = "HELPERS_SHARD"  # "i/n": this process is shard i of n
 STALE_AFTER = 6 * 3600  # seconds after which a claim from another host counts as abandoned
@@ -40,7 +39,8 @@ Chunk = tuple[Path, Callable[[], None]]  # an entry's path, and the call that co
 def worker_count() -> int:
     """Processes that compute one run's chunks: HELPERS_WORKERS, else the cores available; 1 once CUDA
     is initialised (a forked child cannot use the parent's CUDA context)."""
-    if torch.cuda.is_initialized():
+    torch = sys.modules.get("torch")  # not imported: no CUDA context either (the runner never imports it)
+    if torch is not None and torch.cuda.is_initialized():
         return 1
     value = os.environ.get(WORKERS_ENV, "")
     if value:
@@ -152,6 +152,8 @@ def compute_all(chunks: list[Chunk], on_done: Callable[[], None] = lambda: None)
         take_free(chunks, on_done)
         wait_for(chunks, on_done)
         return
+    import torch  # already loaded by whatever computes the chunks
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     children = [_fork_helper(chunks) for _ in range(n_workers - 1)]
@@ -170,6 +172,8 @@ def _fork_helper(chunks: list[Chunk]) -> int:
     The child writes nothing to the parent's streams (a notebook kernel's streams belong to the
     parent); a chunk whose computation fails in it is left unclaimed, and the parent, computing it
     itself, raises the error."""
+    import torch
+
     pid = os.fork()
     if pid:
         return pid

@@ -1,8 +1,9 @@
 """A catalogue of bad inputs: each stops with a message naming the value and what is allowed, before any
 forward pass, and without writing into the run's output or cache folders.
 
-Categories: parameters (params.validate), the runner (helpers.run.main), head-set files
-(headsets.load / load_settings), load_model, engine calls (probe, heads_to_mask, run_head_sets).
+Categories: parameters (params.validate), the model's config before it loads (family, head counts, region
+analyses, the report card's head-set files: params.validate with a notebook), the runner (helpers.run.main),
+head-set files (headsets.load / load_settings), load_model, engine calls (probe, heads_to_mask, run_head_sets).
 """
 
 import json
@@ -13,6 +14,7 @@ import huggingface_hub
 import pytest
 import torch
 from PIL import Image
+from transformers import MllamaConfig
 
 from helpers import headsets, params, paths, run
 from helpers.engine import ATTENTION, HIDE, Intervention, Read, heads_to_mask, load_model, probe, wrap_model
@@ -73,6 +75,42 @@ def _empty_class(f: Folders) -> str:
 def _a_file(f: Folders) -> str:
     (f.tmp / "a_file").write_text("x")
     return str(f.tmp / "a_file")
+
+
+def _model_folder(f: Folders, family: str) -> str:
+    """A save_pretrained-shaped folder of a tiny `family` config (the checks read config.json; weights only exist)."""
+    folder = f.tmp / family
+    folder.mkdir()
+    if family == "mllama":
+        config = MllamaConfig(
+            text_config=dict(num_hidden_layers=2, cross_attention_layers=[1]),
+            vision_config=dict(num_hidden_layers=1, num_global_layers=1),
+        )
+    else:
+        config = tiny_model(family, "sdpa").config
+    config.save_pretrained(folder)
+    (folder / "model.safetensors").write_bytes(b"")
+    return str(folder)
+
+
+def _no_weights(f: Folders) -> str:
+    folder = f.tmp / "config-only"
+    folder.mkdir()
+    (folder / "config.json").write_text((paths.TOY_MODEL / "config.json").read_text())
+    return str(folder)
+
+
+def _head_file(f: Folders, heads) -> str:
+    path = f.tmp / "my_heads.json"
+    path.write_text(json.dumps({"model": "toy", "setting": "mine", "selection": "by hand", "k": len(heads),
+                                "n_layers": 8, "n_heads": 16, "heads": heads}))  # fmt: skip
+    return str(path)
+
+
+def _card(**values):
+    """The report card's notebook checks (07_protocol): its parameters, checked with the notebook named."""
+    return lambda f: params.validate({"model": "toy", "out_dir": str(f.out), "cache_dir": str(f.cache), **values},
+                                     "07_protocol")  # fmt: skip
 
 
 def _no_gpu(monkeypatch):
@@ -198,6 +236,69 @@ PARAMETERS = [
     Case("parameters", "row_agg unknown", _validate(row_agg="sum"), ("row_agg='sum'", "'mean', 'max'")),
     Case("parameters", "batch_size zero", _validate(batch_size=0), ("batch_size=0", "int >= 1")),
     Case("parameters", "unknown name", _validate(n_itemz=3), ("'n_itemz'", "n_items")),
+    Case(
+        "parameters",
+        "corpus of three classes",
+        lambda f: params.validate({"eval_corpus": str(_images(f.tmp / "pics", ("cat", "dog", "car")))}),
+        ("eval_corpus=", "3 class(es)", "at least 4 classes"),
+    ),
+    Case(
+        "parameters",
+        "model folder without weights",
+        lambda f: params.validate({"model": _no_weights(f)}),
+        ("model=", "holds no weights", "save_pretrained folder"),
+    ),
+    Case(
+        "parameters",
+        "hub id not cached, hub unreachable (online mode)",
+        lambda f: params.validate({"model": "org/not-cached"}),
+        ("model='org/not-cached'", "cannot be reached", "hf download", "local save_pretrained folder"),
+    ),
+]
+
+BEFORE_LOADING = [
+    Case(
+        "model before loading",
+        "unsupported family, k a share",
+        lambda f: params.validate({"model": _model_folder(f, "mllama"), "k": 0.1}, "03_cers"),
+        ("model=", "'mllama' feeds the image through cross-attention layers"),
+    ),
+    Case(
+        "model before loading",
+        "region notebook on a family without region mapping",
+        lambda f: params.validate({"model": _model_folder(f, "paligemma")}, "03_cers"),
+        ("model=", "03_cers needs region analyses", "paligemma has no region mapping"),
+    ),
+    Case(
+        "model before loading",
+        "discovery on a family without region mapping (runner)",
+        lambda f: _runner("01", "-p", "model", _model_folder(f, "paligemma"))(f),
+        ("01_discovery", "needs region analyses", "paligemma has no region mapping"),
+    ),
+    Case(
+        "model before loading",
+        "card head-set: head out of range",
+        lambda f: _card(heads=[_head_file(f, [[0, 16], [3, 4]])])(f),
+        ("heads=", "my_heads.json", "heads 0..15"),
+    ),
+    Case(
+        "model before loading",
+        "card head-set: string layer",
+        lambda f: _card(heads=[_head_file(f, [["0", 1], [3, 4]])])(f),
+        ("heads=", "my_heads.json", "'0' is not of type 'integer'"),
+    ),
+    Case(
+        "model before loading",
+        "card head-set: empty list",
+        lambda f: _card(heads=[_head_file(f, [])])(f),
+        ("heads=", "my_heads.json", "should be non-empty"),
+    ),
+    Case(
+        "model before loading",
+        "card head-set: not a file",
+        _card(heads=["/no/such/heads.json"]),
+        ("heads='/no/such/heads.json'", "is not a file"),
+    ),
 ]
 
 
@@ -226,6 +327,12 @@ RUNNER = [
         ("model='org/not-cached'", "HF_HUB_OFFLINE"),
     ),
     Case("runner", "unknown parameter", _runner("01", "-p", "n_itemz", "3"), ("['n_itemz']", "known:")),
+    Case(
+        "runner",
+        "--out and -p out_dir disagree",
+        lambda f: run.main(["00", "--out", str(f.tmp / "a"), "-p", "out_dir", str(f.tmp / "b")]),
+        ("--out", "-p out_dir", "two run folders"),
+    ),
     Case(
         "runner",
         "k_crossover above (02)",
@@ -480,14 +587,16 @@ ENGINE = [
 ]
 ENGINE_MODEL = {}
 
-CASES = PARAMETERS + RUNNER + HEADSETS + LOAD_MODEL + ENGINE
+CASES = PARAMETERS + BEFORE_LOADING + RUNNER + HEADSETS + LOAD_MODEL + ENGINE
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.category}: {c.name}" for c in CASES])
 def test_bad_input_is_refused_before_any_work(case, tmp_path, monkeypatch, tiny):
     ENGINE_MODEL["tiny"] = tiny
     _no_gpu(monkeypatch)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    # offline, except the case that checks how an unreachable hub is named (port 9 refuses at once)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", "online mode" not in case.name)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "https://127.0.0.1:9")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(paths, "FINGERPRINTS", tmp_path / "fingerprints.json")
     folders = Folders(tmp=tmp_path, out=tmp_path / "out", cache=tmp_path / "cache")
@@ -512,7 +621,8 @@ def test_the_catalogue_covers_every_category():
     counts = {}
     for case in CASES:
         counts[case.category] = counts.get(case.category, 0) + 1
-    assert len(CASES) >= 50 and set(counts) == {"parameters", "runner", "head-set files", "load_model", "engine"}
+    categories = {"parameters", "model before loading", "runner", "head-set files", "load_model", "engine"}
+    assert len(CASES) >= 60 and set(counts) == categories
     print(counts, len(CASES))
 
 

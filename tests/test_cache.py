@@ -1,7 +1,17 @@
+import ast
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 
-from helpers.cache import ResultCache, cache_key, code_version
+import helpers.cache as cache_module
+from helpers import discovery, head_mass, items, necessity, pointing_runs, steering
+from helpers.cache import ResultCache, cache_key
+from helpers.code_hash import _decides_results, _project_imports, code_version, project_root
+from helpers.pointing import SYNTHETIC
 
 
 def test_key_ignores_dict_order_and_separates_values():
@@ -69,47 +79,143 @@ def test_chunks_resume_after_a_crash(tmp_path):
     assert len(computed) == 4  # a full rerun computes nothing
 
 
-def _fake_project(root, steering_doc="Steering.", engine_code="X = 1"):
-    package = root / "helpers"
-    (package / "engine").mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text("")
-    (package / "engine" / "__init__.py").write_text("from helpers.engine.attention import X\n")
-    (package / "engine" / "attention.py").write_text(f'"""The engine."""\n{engine_code}  # a comment\n')
-    (package / "steering.py").write_text(
-        f'"""{steering_doc}"""\nfrom helpers.engine import X\n\n\ndef f():\n    return X\n'
-    )
-    (package / "stats.py").write_text("Y = 2\n")
+HEAD_SETS = np.zeros((2, 2, 2), dtype=bool)
+TASK = SYNTHETIC["counting"]
+# Every cached computation, by the name of its entries: a call of its run on a model `lm` and a cache.
+CACHED_COMPUTATIONS = {
+    "clean": lambda lm, cache: items.clean_run(lm, "grid", "co", 4, 0, cache),
+    "necessity": lambda lm, cache: necessity.necessity_run(lm, "co", 4, 0, HEAD_SETS, "all", cache),
+    "steering": lambda lm, cache: steering.steering_run(lm, "co", 4, 0, HEAD_SETS, 1.0, "all", cache),
+    "discovery": lambda lm, cache: discovery.discover(lm, "co", "ord", 4, 0, cache),
+    "head_mass": lambda lm, cache: head_mass.mass_run(lm, "co", "grid", 4, 0, "prompt", cache),
+    "pointing_audit": lambda lm, cache: pointing_runs.audit_run(lm, TASK, 4, 0, cache),
+    "pointing_steering": lambda lm, cache: pointing_runs.steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
+    "pointing_necessity": lambda lm, cache: pointing_runs.necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
+}
 
 
-def test_code_version_follows_imports_and_ignores_docstrings(tmp_path, monkeypatch):
-    import helpers.cache as cache_module
+class _Asked(Exception):
+    def __init__(self, name: str, key: dict):
+        super().__init__(name)
+        self.name, self.key = name, key
 
-    monkeypatch.setattr(cache_module, "_PROJECT_ROOT", tmp_path)
 
-    def version():
-        cache_module._project_imports.cache_clear()
-        return code_version("helpers.steering")
+class _KeyRecorder:
+    """A cache that stops a run at the first entry it asks for, with that entry's name and key."""
 
+    def cached_chunks(self, name, params, *args, **kwargs):
+        raise _Asked(name, params)
+
+    get_or_compute = cached_chunks
+
+
+def _fake_lm(name="fake/model-a", dtype=torch.float32, device="cpu"):
+    """What a run reads of a model before it computes anything (a name not on this machine is its fingerprint)."""
+    return SimpleNamespace(name=name, model=SimpleNamespace(dtype=dtype, device=torch.device(device)))
+
+
+def _asked(name: str, lm) -> _Asked:
+    with pytest.raises(_Asked) as asked:
+        CACHED_COMPUTATIONS[name](lm, _KeyRecorder())
+    return asked.value
+
+
+@pytest.mark.parametrize("name", sorted(CACHED_COMPUTATIONS))
+def test_every_cached_computation_keys_model_dtype_device_and_code(name, monkeypatch):
+    asked = _asked(name, _fake_lm())
+    assert asked.name == name
+    assert _asked(name, _fake_lm(name="fake/model-b")).key != asked.key
+    assert _asked(name, _fake_lm(dtype=torch.bfloat16)).key != asked.key
+    assert _asked(name, _fake_lm(device="cuda")).key != asked.key
+    monkeypatch.setattr(cache_module, "code_version", lambda module, root=None: "edited")
+    assert _asked(name, _fake_lm()).key != asked.key
+
+
+def test_every_cached_computation_is_listed():
+    """Every ResultCache entry named in helpers/ (the first argument of cached_chunks or get_or_compute, a
+    string; the engine's in-memory memos pass a model) belongs to a computation in CACHED_COMPUTATIONS."""
+    named = set()
+    for path in Path(cache_module.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("cached_chunks", "get_or_compute")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                named.add(node.args[0].value)
+    assert named == set(CACHED_COMPUTATIONS)
+
+
+ANALYSIS = '''"""An analysis."""
+
+from lab.maths import double
+from lab.store import keep
+
+from .shift import offset
+
+
+def run(x):
+    return keep(double(x) + offset())  # the result
+'''
+
+
+def _fake_project(root):
+    """A project of package `lab`: `lab.analysis` uses lab.maths (absolute import), lab.shift (relative) and
+    lab.store (which decides only where results are kept); lab.unused is imported by nothing."""
+    (root / "pyproject.toml").write_text("[project]\nname = 'lab'\n")
+    package = root / "lab"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""The lab."""\n')
+    (package / "analysis.py").write_text(ANALYSIS)
+    (package / "maths.py").write_text("def double(x):\n    return 2 * x\n")
+    (package / "shift.py").write_text("def offset():\n    return 1\n")
+    (package / "store.py").write_text("DECIDES_RESULTS = False\n\n\ndef keep(value):\n    return value\n")
+    (package / "unused.py").write_text("Y = 2\n")
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_code_version_survives_moves_and_follows_code(tmp_path):
     _fake_project(tmp_path)
-    cache_module._project_imports.cache_clear()
-    assert cache_module._project_imports("helpers.steering") == {
-        "helpers",
-        "helpers.steering",
-        "helpers.engine",
-        "helpers.engine.attention",
-    }
-    base = version()
-    _fake_project(tmp_path, steering_doc="Another docstring.")
-    assert version() == base  # docstrings and comments do not count
-    (tmp_path / "helpers" / "stats.py").write_text("Y = 3\n")
-    assert version() == base  # a module steering does not import
-    _fake_project(tmp_path, engine_code="X = 2")
-    assert version() != base  # an imported module's code changed
+    lab = tmp_path / "lab"
+    assert project_root(lab) == tmp_path
+    base = code_version("lab.analysis", tmp_path)
+
+    _edit(lab / "analysis.py", "An analysis.", "Another docstring.")
+    _edit(lab / "analysis.py", "# the result", "# a comment")
+    assert code_version("lab.analysis", tmp_path) == base  # docstrings and comments do not count
+
+    (lab / "numeric").mkdir()
+    (lab / "numeric" / "__init__.py").write_text('"""Numbers."""\n')
+    shutil.move(lab / "maths.py", lab / "numeric" / "arithmetic.py")  # moved and renamed
+    _edit(lab / "analysis.py", "from lab.maths import", "from lab.numeric.arithmetic import")
+    (lab / "steps").mkdir()
+    shutil.move(lab / "analysis.py", lab / "steps" / "analysis.py")  # the computation's own module moved
+    _edit(lab / "steps" / "analysis.py", "from .shift import", "from ..shift import")
+    assert code_version("lab.steps.analysis", tmp_path) == base
+
+    _edit(lab / "store.py", "return value", "return value if value else value")
+    _edit(lab / "unused.py", "Y = 2", "Y = 3")
+    assert code_version("lab.steps.analysis", tmp_path) == base  # not deciding results, not imported
+
+    _edit(lab / "numeric" / "arithmetic.py", "return 2 * x", "return x + x")
+    edited = code_version("lab.steps.analysis", tmp_path)
+    assert edited != base  # a used function's body
+
+    _edit(lab / "shift.py", "return 1", "return 2")
+    assert code_version("lab.steps.analysis", tmp_path) != edited  # followed through the relative import
 
 
 def test_code_version_of_the_real_analyses_covers_the_engine():
-    from helpers.cache import _project_imports
-
     used = _project_imports("helpers.necessity")
     assert {"helpers.engine.attention", "helpers.engine.inputs", "helpers.engine.loading", "helpers.stimuli"} <= used
     assert "helpers.discovery" not in used and "helpers.figures" not in used
+    root = project_root(Path(cache_module.__file__))
+    kept_only = {name for name in used if not _decides_results(name, root)}
+    assert kept_only == {"helpers.cache", "helpers.code_hash", "helpers.files", "helpers.paths", "helpers.workers"}

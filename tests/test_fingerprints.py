@@ -134,7 +134,7 @@ def test_class_folders_that_collide_are_refused(tmp_path):
 
 def test_code_identity_follows_used_modules_not_docstrings():
     assert code_version("helpers.steering") == code_version("helpers.steering")
-    # helpers/cache.py's tests edit a fake project; here: the analyses' keys cover the new identity helpers
-    from helpers.cache import _project_imports
+    # tests/test_cache.py edits a fake project; here: the analyses' keys cover the new identity helpers
+    from helpers.code_hash import _project_imports
 
     assert {"helpers.files", "helpers.stimuli", "helpers.engine.loading"} <= _project_imports("helpers.discovery")

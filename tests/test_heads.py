@@ -435,6 +435,50 @@ def test_run_head_sets_continues_few_copies_only_from_a_remembered_item(family, 
     torch.testing.assert_close(again, alone, atol=1e-5, rtol=0)
 
 
+BOUNDARIES = ("first image token", "after the image", "first prompt token")
+
+
+def _boundary(image: torch.Tensor, boundary: str) -> int:
+    """The position of ``boundary`` in an item whose one image (bool [1, T]) is followed by an end token and text."""
+    first, last = int(image[0].nonzero().min()), int(image[0].nonzero().max())
+    return {"first image token": first, "after the image": last + 1, "first prompt token": last + 2}[boundary]
+
+
+@pytest.mark.parametrize("keep", [1, 0])
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+@torch.no_grad()
+def test_run_head_sets_from_each_image_boundary_matches_the_oracle(family, monkeypatch, boundary, keep):
+    """The first intervened row at the first image token, at the token after the image (Ovis 2's visual indicator,
+    whose embedding comes with the pixels) or at the first prompt token after it; keys: the image. With one kept
+    logit the copies continue the clean rows before it; every kept logit == the eager oracle, and an empty set's
+    == the clean forward's."""
+    name, lm, _, oracle, inputs = family
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    real = item["attention_mask"][0].bool()
+    item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
+    heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
+    keys = lm.adapter.image_positions(item["input_ids"])  # [1, T]
+    start = _boundary(keys, boundary)
+    rows = torch.zeros_like(keys)
+    rows[:, start:] = True
+    betas = torch.tensor([HIDE, 3.0, HIDE, -2.0])
+    seen = []
+    monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
+    head_sets.remember_item(lm, item)  # the clean item recorded: the copies continue it however few they are
+    fast = run_head_sets(lm, item, heads, keys, betas, rows, logits_to_keep=keep)  # [4, keep or T, V]
+    continues = keep == 1 and lm.adapter.continues_from_cache and name != "gemma4"
+    assert seen == ([start] if continues else [])
+    kept = slice(-keep, None) if keep else slice(None)
+    for i in range(len(sets)):
+        expected = _oracle_logits(lm, oracle, item, heads[i : i + 1], rows, keys, float(betas[i]))
+        torch.testing.assert_close(fast[i : i + 1], expected[:, kept], atol=1e-5, rtol=0)
+    assert (fast[0] - fast[2]).abs().max() > 1e-5
+    empty = run_head_sets(lm, item, torch.zeros(2, L, H, dtype=torch.bool), keys, HIDE, rows, logits_to_keep=keep)
+    torch.testing.assert_close(empty, lm.model(**item).logits[:, kept].expand(2, -1, -1), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize(
     ("rows_at", "keep", "last_layer_heads"),
     [("all", 1, True), ("all", 3, True), ("prompt", 1, False), ("prompt", 1, True)],

@@ -184,6 +184,7 @@ BACKBONES = {  # where each generic family keeps its text backbone
     "idefics3": "model.text_model",
     "aya_vision": "model.language_model",
     "lfm2_vl": "model.language_model",
+    "ovis2": "model.language_model",
 }
 
 

@@ -90,7 +90,7 @@ def test_environment_yml_pins_match_requirements():
 
 
 def test_causal_parameters_are_normalised(tmp_path):
-    for label in ("cat", "dog"):
+    for label in ("cat", "dog", "car", "cup"):  # the 2x2 grid needs four classes
         (tmp_path / label).mkdir()
         Image.new("RGB", (8, 8)).save(tmp_path / label / "0.png")
     p = params.validate(dict(beta=3, betas=[100, 1, 10], rows="prompt", eval_corpus=str(tmp_path)))

@@ -8,6 +8,7 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -205,3 +206,50 @@ def test_the_command_writes_report_md_and_html(tmp_path, discovered):
     assert card["meta"]["sizes"]["n_items"] == 8 and len(card["verdicts"]) == len(PER_SET_CHECKS) + 4
     assert (tmp_path / "notebooks" / "07_protocol.ipynb").exists() and (tmp_path / "protocol_verdicts.csv").exists()
     assert SETTINGS.index("co-ref-qsp") == 10
+
+
+def test_verdicts_need_the_minimum_effect():
+    """A rank p at its floor does not pass on an effect below MIN_EFFECT; the beta sweep ignores float noise."""
+    audits = verdicts.audit_verdicts({"oracle": 1.0, "blank": 0.25, "matched": 0.99, "mismatched": 0.25})
+    noise = {"S": 3e-4, "random mean": 1e-4, "p": 1 / 21, "p Holm": 1 / 21, "z": 1000.0}
+    below = verdicts.against_random_verdict("S", "NCS vs layer-matched", noise, 20, 1, audits)
+    assert below.verdict == verdicts.FAIL and "minimum effect" in below.reason
+    visible = {**noise, "S": 0.0101 + 1e-4}
+    assert verdicts.against_random_verdict("S", "NCS vs layer-matched", visible, 20, 1, audits).verdict == "pass"
+    assert verdicts.exceeds(0.01) and not verdicts.exceeds(0.0099) and not verdicts.exceeds(8e-6)
+
+    def sweep(margins):
+        return pd.DataFrame({"beta": [1.0, 10.0], "S": [m + 0.5 for m in margins], "random max": [0.5, 0.5],
+                             "random sets": [5, 5]})  # fmt: skip
+
+    for margins in ([8e-6, 0.3], [-1e-6, 0.3]):  # float noise at beta = 1 decides nothing: both fail there
+        result = verdicts.sweep_verdict("S", sweep(margins), audits)
+        assert result.verdict == verdicts.FAIL and result.reason.endswith("at beta 1")
+    assert verdicts.sweep_verdict("S", sweep([0.02, 0.3]), audits).verdict == verdicts.PASS
+
+
+def test_a_family_without_region_mapping_gets_its_region_checks_not_run():
+    """verdict_table on a card whose model maps no regions: NCS and its row groups are judged, the region
+    checks (noise ceiling, NCS_grid, CERS, the sweep) are "not run" with the family's reason."""
+    row = {"S": 0.4, "S low": 0.3, "random mean": 0.05, "p": 1 / 21, "p Holm": 1 / 21, "z": 5.0}
+    reason = "paligemma has no region mapping (pixel region -> image tokens)"
+    card = {
+        "meta": {"sizes": {"n_random": 20, "n_random_any": 20}, "head-sets": ["S"], "not run": reason},
+        "necessity": pd.DataFrame([{"head-set": "S", "measure": "NCS", **row}]),
+        "steerability": pd.DataFrame(),
+        "sweep": pd.DataFrame(),
+        "damage": pd.DataFrame(
+            [
+                {"head-set": "S", "damage set": "discovered", "NCS": 0.4},
+                {"head-set": "S", "damage set": "random 2k", "NCS": 0.1},
+            ]
+        ),  # fmt: skip
+        "rows": pd.DataFrame([{"head-set": "S", "rows": g, **row} for g in ("all", "prompt", "last")]),
+    }
+    audits = verdicts.audit_verdicts({"oracle": 1.0, "blank": 0.25, "matched": 0.99, "mismatched": 0.25})
+    table = protocol.verdict_table(card, audits, {"S": None}).set_index("check")
+    not_run = ["discovery noise ceiling", "NCS_grid vs layer-matched", "CERS vs layer-matched", "CERS vs any-layer",
+               "CERS beta sweep"]  # fmt: skip
+    assert (table.loc[not_run, "verdict"] == verdicts.NOT_RUN).all() and (table.loc[not_run, "reason"] == reason).all()
+    judged = ["NCS vs layer-matched", "generic damage", "NCS at question + option rows", "NCS at the last row"]
+    assert (table.loc[judged, "verdict"] == verdicts.PASS).all()

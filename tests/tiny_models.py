@@ -20,6 +20,7 @@ from transformers import (
     Lfm2VlConfig,
     LlavaConfig,
     Mistral3Config,
+    Ovis2Config,
     PaliGemmaConfig,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
@@ -287,6 +288,23 @@ def _lfm2_vl() -> Lfm2VlConfig:
     )
 
 
+def _ovis2() -> Ovis2Config:
+    """Ovis 2's vision tower on a 28 x 28 image (4 x 4 patches of 7 px, strided by 2: 4 image tokens), each
+    token a softmax over a 32-entry visual vocabulary; Qwen2 text backbone. The start and end tokens around the
+    image are its visual indicator tokens: their embeddings are rows of the visual embedding table when the
+    pixels are given (the processor's <IMG_START> and <IMG_END>)."""
+    return Ovis2Config(
+        text_config=dict(TEXT, model_type="qwen2"),
+        vision_config=dict(
+            VISION, image_size=28, patch_size=7, hidden_stride=2, vocab_size=32, num_visual_indicator_tokens=2
+        ),
+        image_token_id=IMAGE_TOKEN,
+        visual_indicator_token_ids=[VISION_START, VISION_END],
+        vocab_size=VOCAB,
+        hidden_size=TEXT["hidden_size"],
+    )
+
+
 CONFIGS = {
     "qwen3_vl": _qwen3_vl,
     "qwen2_vl": lambda: _qwen2_vl(Qwen2VLConfig),
@@ -301,9 +319,10 @@ CONFIGS = {
     "idefics3": _idefics3,
     "aya_vision": _aya_vision,
     "lfm2_vl": _lfm2_vl,
+    "ovis2": _ovis2,
 }
 QWEN_FAMILIES = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
-GENERIC_FAMILIES = ("paligemma", "mistral3", "idefics3", "aya_vision", "lfm2_vl")
+GENERIC_FAMILIES = ("paligemma", "mistral3", "idefics3", "aya_vision", "lfm2_vl", "ovis2")
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
@@ -361,6 +380,8 @@ def _image_tokens(family: str, config, grid: tuple[int, int] = (4, 6)) -> tuple[
         }
     if family == "idefics3":  # [batch, images, 3, H, W]
         return patches**2 // config.scale_factor**2, {"pixel_values": torch.randn(1, 1, 3, side, side)}
+    if family == "ovis2":
+        return patches**2 // vision.hidden_stride**2, {"pixel_values": torch.randn(1, 3, side, side)}
     if family == "aya_vision":
         return (patches // config.downsample_factor) ** 2, {"pixel_values": torch.randn(1, 3, side, side)}
     raise ValueError(f"no tiny inputs for {family!r}")

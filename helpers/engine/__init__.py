@@ -2,6 +2,7 @@
 
 The whole public API, by module:
 
+- ``devices``, ``model_files``, ``row_groups``: names and files checked before anything loads (no torch).
 - ``loading``: ``load_model(name, device, dtype)`` -> ``LoadedModel`` (model, processor, adapter, name, folder)
   for "toy", a local ``save_pretrained`` folder or a hub id (device and dtype may be "auto");
   ``wrap_model`` for a model built in memory; ``model_fingerprint`` (file contents + hub commit) for cache keys;
@@ -21,13 +22,25 @@ The whole public API, by module:
   head-set intervention.
 """
 
-from helpers.engine.adapters import Adapter, adapter_for
-from helpers.engine.attention import ATTENTION, HIDE, Intervention, Read, Recording, probe
-from helpers.engine.compiled import compile_decoder_layers
-from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
-from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.loading import LoadedModel, load_model, wrap_model
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:  # the names below load on first use (__getattr__): importing the package imports no torch
+    from helpers.engine.adapters import Adapter, adapter_for
+    from helpers.engine.attention import ATTENTION, HIDE, Intervention, Read, Recording, probe
+    from helpers.engine.compiled import compile_decoder_layers
+    from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
+    from helpers.engine.inputs import Batch, build_batch
+    from helpers.engine.loading import LoadedModel, load_model, wrap_model
+
+_HOME = {
+    "adapters": ("Adapter", "adapter_for"),
+    "attention": ("ATTENTION", "HIDE", "Intervention", "Read", "Recording", "probe"),
+    "compiled": ("compile_decoder_layers",),
+    "head_sets": ("expand_item", "heads_to_mask", "run_head_sets", "stack_head_sets"),
+    "inputs": ("Batch", "build_batch"),
+    "loading": ("LoadedModel", "load_model", "wrap_model"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 __all__ = [
     "ATTENTION",
     "HIDE",
@@ -48,3 +61,13 @@ __all__ = [
     "stack_head_sets",
     "wrap_model",
 ]
+
+
+def __getattr__(name: str):
+    """`from helpers.engine import load_model` imports helpers.engine.loading (and torch) only then, so the
+    parameter checks can import the engine's light modules (devices, model_files, row_groups) in a blink."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'helpers.engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"helpers.engine.{_MODULE_OF[name]}"), name)

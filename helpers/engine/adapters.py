@@ -45,6 +45,11 @@ class Adapter:
         and values: when every decoder layer is softmax attention (a recurrent layer's state is not a key)."""
         return len(self.candidate_layers) == self.n_layers
 
+    @property
+    def maps_regions(self) -> bool:
+        """Pixel regions map to image tokens (region_positions), so the analyses keyed on regions can run."""
+        return True
+
     def repeat_text_input(self, name: str, value, n: int):
         """One per-item input of the text backbone, repeated to batch n; None for an input this family
         does not know (``run_head_sets`` then refuses)."""
@@ -316,9 +321,17 @@ class GenericAdapter(Adapter):
             raise ValueError(f"{self.family}: candidate decoder layers {missing} have no self_attn")
         return [layers[i].self_attn for i in self.candidate_layers]
 
+    @property
+    def maps_regions(self) -> bool:
+        return False
+
+    @property
+    def no_region_mapping(self) -> str:
+        """Why the region analyses cannot run on this family, and what can."""
+        return NO_REGION_MAPPING.format(family=self.family, hand_written=", ".join(sorted(ADAPTERS)))
+
     def image_token_grid(self, inputs, batch_index, image_index):
-        hand_written = ", ".join(sorted(ADAPTERS))
-        raise NotImplementedError(NO_REGION_MAPPING.format(family=self.family, hand_written=hand_written))
+        raise NotImplementedError(self.no_region_mapping)
 
 
 def _text_shape(text_config) -> dict:

@@ -80,12 +80,13 @@ def run_head_sets(
 
     With ``logits_to_keep`` >= 1, when rows [0, p0) are the same in every copy (before the first chosen row, or
     before the first biased key, which they cannot see: _unchanged_prefix), the copies run only rows [p0, T),
-    continuing the clean item's keys and values of rows [0, p0) in every attention layer (_from_prefix). Within
-    the rows a forward runs, the copies agree up to the first decoder layer d0 that holds a head of any set: the
-    decoder layers below d0 run once per forward at batch 1 and the hidden states entering layer d0 are repeated
-    once per copy. When d0 < ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its first layers;
-    Gemma 4 may reuse earlier layers' keys) the copies are made at the text backbone's input instead. The vision
-    tower runs once per item: its output is remembered for the item's pixel tensor (_Memo).
+    continuing the clean item's keys and values of rows [0, p0) in every attention layer, their text backbone taking
+    the clean item's input embeddings of rows [p0, T) (_from_prefix). Within the rows a forward runs, the copies
+    agree up to the first decoder layer d0 that holds a head of any set: the decoder layers below d0 run once per
+    forward at batch 1 and the hidden states entering layer d0 are repeated once per copy. When d0 <
+    ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its first layers; Gemma 4 may reuse earlier
+    layers' keys) the copies are made at the text backbone's input instead. The vision tower runs once per item:
+    its output is remembered for the item's pixel tensor (_Memo).
     """
     if item["input_ids"].shape[0] != 1:
         raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
@@ -139,10 +140,11 @@ def _continues_rows(adapter) -> bool:
 def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, parts: list[slice]):
     """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): the copies run only
     positions [start, T), each attention layer continuing the clean item's keys and values of rows [0, start)
-    (``attention.continuing``; recorded once per item, ``_clean_item``), with the clean item's position ids.
-    The images go with the rows after ``start`` when they lie there (the vision tower then runs once)."""
+    (``attention.continuing``; recorded once per item, ``_clean_item``), their text backbone taking the clean
+    item's position ids and input embeddings of rows [start, T) (_later_inputs). The images go with the rows after
+    ``start`` when they lie there (the vision tower then runs once)."""
     length = item["input_ids"].shape[1]
-    first_rows, position_ids = _clean_item(loaded, item, start)
+    first_rows, later_inputs = _clean_item(loaded, item, start)
     per_position = [name for name, v in item.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == (1, length)]
     images_after = bool(loaded.adapter.image_positions(item["input_ids"])[0, start:].any())
     rest = {  # the one item's rows [start, T); no attention mask (no pads); the image inputs if the images are here
@@ -151,7 +153,7 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
         if name != "attention_mask" and (name in per_position or images_after)
     }
     hook = loaded.adapter.language_model(loaded.model).register_forward_pre_hook(
-        lambda module, args, kwargs: (args, dict(kwargs, position_ids=position_ids)), with_kwargs=True
+        lambda module, args, kwargs: (args, dict(kwargs, **later_inputs)), with_kwargs=True
     )
     try:
         with attention.continuing(first_rows), _vision_once(loaded.model):
@@ -266,26 +268,40 @@ def _moved(model, value, device):
 
 def remember_item(loaded, item: dict) -> None:
     """Record what run_head_sets reuses across calls on this one-item input (tensors on the model's device): the
-    clean item's keys and values, and the vision tower's output. A process that forks workers afterwards
-    hands the record to them (cache.cached_chunks' ``prepare``)."""
+    clean item's keys and values and its text backbone's inputs, and the vision tower's output. A process that
+    forks workers afterwards hands the record to them (cache.cached_chunks' ``prepare``)."""
     if _continues_rows(loaded.adapter):
         with torch.no_grad():
             _clean_record(loaded, item)
 
 
-def _clean_item(loaded, item: dict, start: int) -> tuple[dict, torch.Tensor]:
+def _clean_item(loaded, item: dict, start: int) -> tuple[dict, dict]:
     """What _from_prefix continues from: each attention module -> (key and value [1, Hkv, start, D] of the clean
-    item's rows [0, start), its mask rows [1, 1, T - start, T]) and the position ids of rows [start, T)."""
-    layers, positions = _clean_record(loaded, item)
+    item's rows [0, start), its mask rows [1, 1, T - start, T]), and the text backbone's inputs of rows [start, T)
+    (_later_inputs)."""
+    layers, positions, embeddings = _clean_record(loaded, item)
     first_rows = {
         module: (k[:, :, :start], v[:, :, :start], mask[:, :, start:]) for module, (k, v, mask) in layers.items()
     }
-    return first_rows, positions[..., start:]
+    return first_rows, _later_inputs(positions, embeddings, start)
 
 
-def _clean_record(loaded, item: dict) -> tuple[dict, torch.Tensor]:
+def _later_inputs(positions: torch.Tensor, embeddings: torch.Tensor, start: int) -> dict:
+    """The text backbone's position ids [..., 1, T - start] and input embeddings [1, T - start, D] of the clean
+    item's rows [start, T), as the whole item's forward gave them.
+
+    A family may write vision features at positions that are not image tokens, and only when the pixels come with
+    the forward: Ovis 2 gives its visual indicator tokens (around the image) rows of its visual embedding table. The
+    copies' forward of rows [start, T) holds the pixels only when an image lies there, so it would embed such a
+    token as text; the whole item's embeddings carry it. What the backbone derives from them (Gemma 4's per-layer
+    inputs) follows; Qwen3-VL's deepstack features enter at image tokens only, which go with their pixels."""
+    return {"position_ids": positions[..., start:], "inputs_embeds": embeddings[:, start:]}
+
+
+def _clean_record(loaded, item: dict) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """Each attention module -> (key, value [1, Hkv, T, D], mask [1, 1, T, T]) of the clean item, and the position
-    ids its text backbone got: one clean forward at batch 1, once per item while its tensors live (_Memo)."""
+    ids [..., 1, T] and input embeddings [1, T, D] its text backbone got: one clean forward at batch 1, once per item
+    while its tensors live (_Memo)."""
     model, adapter = loaded.model, loaded.adapter
     text_model = adapter.language_model(model)
 
@@ -293,7 +309,7 @@ def _clean_record(loaded, item: dict) -> tuple[dict, torch.Tensor]:
         seen = {}
 
         def note(module, args, kwargs):
-            seen["position_ids"] = kwargs.get("position_ids")
+            seen.update(position_ids=kwargs.get("position_ids"), inputs_embeds=kwargs.get("inputs_embeds"))
 
         hook = text_model.register_forward_pre_hook(note, with_kwargs=True)
         try:
@@ -302,11 +318,16 @@ def _clean_record(loaded, item: dict) -> tuple[dict, torch.Tensor]:
                 layers = dict(calls)
         finally:
             hook.remove()
+        if seen["inputs_embeds"] is None:
+            raise ValueError(
+                f"{adapter.family}: its text backbone got no inputs_embeds, so run_head_sets cannot continue the "
+                "clean item's rows with the embeddings the whole item gives the later ones"
+            )
         length = item["input_ids"].shape[1]
         positions = seen["position_ids"]
         if positions is None:  # the backbone counts positions itself: from 0, as the item has no cache
             positions = torch.arange(length, device=item["input_ids"].device)[None]  # [1, T]
-        return layers, positions
+        return layers, positions, seen["inputs_embeds"]
 
     return _CLEAN.get_or_compute(model, list(item.values()), record)
 

@@ -14,8 +14,7 @@ import torch
 from helpers.engine.head_sets import on_device, run_head_sets
 from helpers.engine.inputs import Batch
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
-
-ROW_GROUPS = ("all", "image", "prompt", "last")
+from helpers.engine.row_groups import ROW_GROUPS
 
 
 def row_selection(batch: Batch, group: str) -> torch.Tensor | str:

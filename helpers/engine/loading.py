@@ -7,10 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import huggingface_hub
 import torch
-from huggingface_hub import try_to_load_from_cache
-from huggingface_hub.errors import HFValidationError
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 from transformers.utils import logging as hf_logging
 
@@ -18,6 +15,8 @@ from helpers import paths
 from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.allocator import keep_freed_memory
 from helpers.engine.attention import ATTENTION
+from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
+from helpers.engine.model_files import hub_snapshot, known_folder, missing_files, model_folder
 from helpers.files import file_hashes
 
 
@@ -35,34 +34,7 @@ class LoadedModel:
 IDENTITY_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "merges.txt", "*.model", "*.tiktoken")
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def resolve_device(device: str) -> str:
-    """ "auto" -> "cuda" when a GPU is available, else "cpu"; "cuda", "cuda:N" or "mps" must exist here."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    kind, _, index = device.partition(":")
-    if kind not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device {device!r} is not supported; use 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} is not available: this machine has no CUDA GPU; use 'cpu' or 'auto'")
-    if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
-        raise ValueError(
-            f"device {device!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
-        )
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} is not available: this machine has no Apple MPS; use 'cpu' or 'auto'")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """ "auto" -> "bfloat16" on a CUDA device, else "float32"; anything else must be one of DTYPES."""
-    if dtype == "auto":
-        return "bfloat16" if device.startswith("cuda") else "float32"
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(DTYPES)} or 'auto'")
-    return dtype
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name -> torch dtype
 
 
 def attn_implementation_for(config, name: str = ATTENTION) -> dict:
@@ -91,6 +63,9 @@ def load_model(
     if device == "cpu":
         keep_freed_memory()
     folder = model_folder(name_or_path)
+    missing = missing_files(folder) if folder is not None else ""
+    if missing:
+        raise FileNotFoundError(f"model {name_or_path!r}: {folder} holds {missing}; pass a save_pretrained folder")
     path = str(folder) if folder is not None else name_or_path  # None: a hub id to download
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
@@ -120,59 +95,6 @@ def _quiet_loading(enabled: bool):
     finally:
         if enabled and was_on:
             hf_logging.enable_progress_bar()
-
-
-def model_folder(name_or_path: str) -> Path | None:
-    """The folder a model loads from: the toy's, a local folder, or a hub id's snapshot in the local Hugging
-    Face cache; None for a hub id still to be downloaded. Offline (HF_HUB_OFFLINE), a hub id that is not
-    cached fails here at once instead of after the hub client's retries."""
-    toy = paths.toy_folder(name_or_path)
-    if toy is not None and not toy.exists():
-        raise FileNotFoundError(f"the toy model {name_or_path!r} is not built yet: {toy} does not exist")
-    if toy is not None or Path(name_or_path).is_dir():
-        return known_folder(name_or_path)
-    folder = hub_snapshot(name_or_path)  # a name that is no hub id raises here
-    if folder is None and huggingface_hub.constants.HF_HUB_OFFLINE:
-        raise FileNotFoundError(
-            f"model {name_or_path!r} is not in the local Hugging Face cache "
-            f"({huggingface_hub.constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set: download it first "
-            f"(hf download {name_or_path}), unset HF_HUB_OFFLINE, or pass a local save_pretrained folder"
-        )
-    return folder
-
-
-def known_folder(name_or_path: str) -> Path | None:
-    """model_folder without downloading or raising: None when the model is not on this machine."""
-    toy = paths.toy_folder(name_or_path)
-    if toy is not None:
-        return toy if toy.exists() else None
-    if Path(name_or_path).is_dir():
-        return Path(name_or_path).resolve()
-    try:
-        return hub_snapshot(name_or_path)
-    except ValueError:  # not a hub id either
-        return None
-
-
-def model_heads(name_or_path: str) -> tuple[int, int] | None:
-    """(candidate layers, heads per layer) read from the model's config.json alone, no weights loaded; None
-    when the model is not on this machine (a hub id still to be downloaded)."""
-    folder = known_folder(name_or_path)
-    if folder is None:
-        return None
-    adapter = adapter_for(AutoConfig.from_pretrained(str(folder)))
-    return len(adapter.candidate_layers), adapter.n_heads
-
-
-def hub_snapshot(repo_id: str) -> Path | None:
-    """The local Hugging Face cache folder of `repo_id`'s current snapshot (named by its commit), or None."""
-    try:
-        config = try_to_load_from_cache(repo_id, "config.json")
-    except HFValidationError as error:
-        raise ValueError(
-            f"model {repo_id!r} is neither 'toy', an existing folder, nor a hub id like 'org/name': {error}"
-        ) from error
-    return Path(config).parent if isinstance(config, str) else None
 
 
 def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") -> LoadedModel:

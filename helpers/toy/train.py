@@ -485,7 +485,10 @@ def main():
     )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
     parser.add_argument(
-        "--merge-size", type=int, choices=MERGE_SIZES, default=MERGE_SIZE,
+        "--merge-size",
+        type=int,
+        choices=MERGE_SIZES,
+        default=MERGE_SIZE,
         help="Qwen towers: patches merged per image token, per side (4: one token per 64-px region; 2: 2 x 2)",
     )
     parser.add_argument("--drophead", type=float, default=0.0, help="DropHead probability per head (add_drophead)")

@@ -1,0 +1,98 @@
+"""Where a model's files are, found without loading it (no torch; transformers only to read a config).
+
+The parameter checks use these to refuse a model that cannot load before anything heavy is imported or loaded:
+a toy not built, a folder without a config or weights, a hub id that is neither cached nor reachable.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import huggingface_hub
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
+
+from helpers import paths
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+HUB_TIMEOUT_S = 3.0  # how long a check waits for the hub before calling this machine offline
+
+
+def model_folder(name_or_path: str) -> Path | None:
+    """The folder a model loads from: the toy's, a local folder, or a hub id's snapshot in the local Hugging
+    Face cache; None for a hub id still to be downloaded. A hub id that is not cached fails here at once when
+    the hub cannot be downloaded from (HF_HUB_OFFLINE, or no connection within HUB_TIMEOUT_S), instead of after
+    the hub client's retries."""
+    toy = paths.toy_folder(name_or_path)
+    if toy is not None and not toy.exists():
+        raise FileNotFoundError(f"the toy model {name_or_path!r} is not built yet: {toy} does not exist")
+    if toy is not None or Path(name_or_path).is_dir():
+        return known_folder(name_or_path)
+    folder = hub_snapshot(name_or_path)  # a name that is no hub id raises here
+    if folder is None:
+        why = "HF_HUB_OFFLINE is set" if huggingface_hub.constants.HF_HUB_OFFLINE else _hub_unreachable()
+        if why:
+            raise FileNotFoundError(
+                f"model {name_or_path!r} is not in the local Hugging Face cache "
+                f"({huggingface_hub.constants.HF_HUB_CACHE}) and {why}: download it first "
+                f"(hf download {name_or_path}) on a machine with access, unset HF_HUB_OFFLINE, or pass a local "
+                "save_pretrained folder"
+            )
+    return folder
+
+
+def _hub_unreachable() -> str:
+    """'' when the hub's host accepts a connection within HUB_TIMEOUT_S, else why not."""
+    endpoint = urlparse(huggingface_hub.constants.ENDPOINT)
+    host = endpoint.hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, endpoint.port or 443), timeout=HUB_TIMEOUT_S).close()
+    except OSError as error:
+        return f"the hub ({host}) cannot be reached from this machine ({type(error).__name__})"
+    return ""
+
+
+def known_folder(name_or_path: str) -> Path | None:
+    """model_folder without downloading or raising: None when the model is not on this machine."""
+    toy = paths.toy_folder(name_or_path)
+    if toy is not None:
+        return toy if toy.exists() else None
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path).resolve()
+    try:
+        return hub_snapshot(name_or_path)
+    except ValueError:  # not a hub id either
+        return None
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """The local Hugging Face cache folder of `repo_id`'s current snapshot (named by its commit), or None."""
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+    except HFValidationError as error:
+        raise ValueError(
+            f"model {repo_id!r} is neither 'toy', an existing folder, nor a hub id like 'org/name': {error}"
+        ) from error
+    return Path(config).parent if isinstance(config, str) else None
+
+
+def missing_files(folder: Path) -> str:
+    """'' when `folder` holds a config and weights (what from_pretrained needs first), else what is missing."""
+    if not (folder / "config.json").is_file():
+        return "no config.json"
+    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        return f"no weights ({', '.join(WEIGHT_PATTERNS)})"
+    return ""
+
+
+def model_config(name_or_path: str):
+    """The model's transformers config, read from its config.json alone; None when the model is not on this
+    machine (a hub id still to be downloaded)."""
+    folder = known_folder(name_or_path)
+    if folder is None:
+        return None
+    from transformers import AutoConfig  # the config classes only: no model code runs
+
+    return AutoConfig.from_pretrained(str(folder))
