@@ -36,6 +36,7 @@ lab: setup
 bench: setup
 	$(PY) -m bench.bench_heads
 	$(PY) -m bench.bench_figures
+	$(PY) -m bench.bench_checks
 
 # make toy-model                     the shipped Qwen3-VL toy (helpers/toy/model)
 # make toy-model FAMILY=qwen2_vl     a further toy (helpers/toy/models/qwen2vl); ARGS="--seed 1 --name ..." for more

@@ -260,3 +260,20 @@ def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monke
     monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
     with pytest.raises(ValueError, match="LlamaModel does not route attention through transformers' attention"):
         lm.adapter.attention_modules(lm.model)
+
+
+def test_smolvlm_processor_builds_in_the_pinned_environment():
+    """SmolVLM's processor refuses to build without num2words (a pinned requirement for that reason)."""
+    from transformers import SmolVLMImageProcessor, SmolVLMProcessor, SmolVLMVideoProcessor
+
+    words = {"<pad>": 0, "<unk>": 1, "<image>": 2, "<fake_token_around_image>": 3, "<global-img>": 4,
+             "<end_of_utterance>": 5}  # fmt: skip
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(words, unk_token="<unk>")))
+    tokenizer.add_special_tokens({"additional_special_tokens": list(words)[2:]})
+    processor = SmolVLMProcessor(
+        image_processor=SmolVLMImageProcessor(),
+        tokenizer=tokenizer,
+        video_processor=SmolVLMVideoProcessor(),
+        image_seq_len=4,
+    )
+    assert processor.image_token_id == 2

@@ -2,8 +2,11 @@
 
 import ast
 import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -206,3 +209,28 @@ def test_the_published_executed_notebooks_carry_no_absolute_folder_and_no_progre
         widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         bars = [o for o in outputs if o.get("name") == "stderr" and "%|" in o.get("text", "")]
         assert not widgets and not bars, f"{path.name}: {len(widgets)} widget and {len(bars)} progress-bar outputs"
+
+
+def _mtimes(root: Path) -> dict:
+    return {p: p.stat().st_mtime for p in root.rglob("*") if p.is_file()} if root.exists() else {}
+
+
+def test_out_is_honoured_in_smoke_mode_and_a_fresh_folder_reads_nothing_from_elsewhere(tmp_path):
+    """`--smoke --out DIR` (and `-p out_dir DIR`): every table, figure, data file and executed notebook of the run
+    lands in DIR, nothing in build/smoke/ or paper_figures/; a later notebook pointed at another fresh folder does
+    not read the earlier run's data from a shared folder: it is refused, naming the producer."""
+    shared_before = {**_mtimes(paths.BUILD / "smoke"), **_mtimes(paths.PAPER_FIGURES), **_mtimes(paths.DATA)}
+    out, cache_dir = tmp_path / "run", tmp_path / "cache"
+    command = [sys.executable, "-m", "helpers.run", "00", "01", "--smoke", "-p", "out_dir", str(out)]
+    proc = subprocess.run(command + ["-p", "cache_dir", str(cache_dir)], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("00_design", "01_discovery"):
+        assert all((out / f).is_file() for f in STEPS[name].output_files()), name
+        assert all((out / "data" / f).is_file() for f in STEPS[name].data_writes), name
+        assert (out / "notebooks" / f"{name}.ipynb").is_file()
+    assert json.loads((out / "notebooks" / "run.json").read_text())["parameters"]["out_dir"] == str(out)
+    shared_after = {**_mtimes(paths.BUILD / "smoke"), **_mtimes(paths.PAPER_FIGURES), **_mtimes(paths.DATA)}
+    assert shared_after == shared_before, "the run wrote outside its --out folder"
+    with pytest.raises(SystemExit, match="run 01_discovery first"):
+        run.main(["04", "--smoke", "--out", str(tmp_path / "fresh"), "-p", "cache_dir", str(cache_dir)])
