@@ -123,3 +123,17 @@ def ncs(run: dict[str, np.ndarray]) -> np.ndarray:
     if not np.array_equal(run["matched_correct"], run["mismatched_correct"]):
         raise ValueError("the matched and mismatched arms are not paired: their correct letters differ")
     return drop(run, "matched") - drop(run, "mismatched")
+
+
+def single_heads(n_layers: int, n_heads: int) -> np.ndarray:
+    """[L * H, L, H]: one head-set per head, in (layer, head) order."""
+    return np.eye(n_layers * n_heads, dtype=bool).reshape(n_layers * n_heads, n_layers, n_heads)
+
+
+def single_head_profile(lm, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
+    """Redundancy measured directly: the image hidden from one head at a time (all rows, both NCS arms).
+    Returns "ncs" and "matched drop", each [L, H] means over the `n_items` item pairs."""
+    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    run = necessity_run(lm, corpus, n_items, seed, single_heads(n_layers, n_heads), "all", cache)
+    shape = (n_layers, n_heads)
+    return {"ncs": ncs(run).mean(0).reshape(shape), "matched drop": drop(run, "matched").mean(0).reshape(shape)}

@@ -115,3 +115,9 @@ def test_runs_are_cached_per_chunk_and_resume(lm, sets, tmp_path, monkeypatch):
     )
     with pytest.raises(AssertionError, match="recomputed"):  # another beta is another entry
         steering.steering_run(lm, "co", 3, SEED, sets[:2], 3.0, "all", cache, chunk=2)
+
+
+def test_single_head_sets_cover_each_head_once_in_order():
+    sets = necessity.single_heads(2, 3)  # [6, 2, 3]
+    assert sets.shape == (6, 2, 3) and (sets.sum((1, 2)) == 1).all()
+    assert sets[4, 1, 1] and [tuple(np.argwhere(s)[0]) for s in sets] == [(l, h) for l in range(2) for h in range(3)]

@@ -1,8 +1,11 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 from PIL import Image
 
-from helpers import params
+from helpers import params, paths, run
 from helpers.design import SETTINGS, k_for, parse_setting
 
 
@@ -95,3 +98,18 @@ def test_causal_parameters_are_normalised(tmp_path):
         Image.new("RGB", (8, 8)).save(tmp_path / label / "0.png")
     p = params.validate(dict(beta=3, betas=[100, 1, 10], rows="prompt", eval_corpus=str(tmp_path)))
     assert p.beta == 3.0 and p.betas == [1.0, 10.0, 100.0] and p.rows == "prompt" and p.eval_corpus == str(tmp_path)
+
+
+def test_device_auto_schedules_by_the_device_it_resolves_to(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run.default_jobs({"device": "auto"}) == 2 == run.default_jobs({})  # a CPU: two notebooks side by side
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run.default_jobs({"device": "auto"}) == 1 == run.default_jobs({"device": "cuda"})
+
+
+def test_the_parameter_checks_import_no_torch():
+    """A bad value is refused without torch or transformers (about half a second, bench/bench_checks.py)."""
+    heavy = "{'torch', 'transformers', 'jupytext'}"
+    code = f"import sys, helpers.run, helpers.params; print(sorted({heavy} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

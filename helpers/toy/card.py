@@ -53,6 +53,7 @@ def card_text(folder: Path) -> str:
         f"- {text.num_hidden_layers} text layers x {text.num_attention_heads} query heads "
         f"({text.num_key_value_heads} kv heads, hidden {text.hidden_size}); fp32, {size_mb:.1f} MB; "
         f"seed {summary['seed']}.",
+        *_recipe_lines(summary),
         f"- Training: {summary['steps']} steps of batch {summary['batch_size']} in "
         f"{summary['train_seconds'] / 60:.1f} min (torch threads: {summary['threads']}, budget "
         f"{summary['max_minutes']:g} min, on a CPU shared with other jobs).",
@@ -70,6 +71,32 @@ def card_text(folder: Path) -> str:
             f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
         )
     return "\n".join([*lines, "", verdict, ""])
+
+
+def _recipe_lines(summary: dict) -> list[str]:
+    """The graded-toy settings of the run (absent from runs before they existed), each with its reason, chosen
+    before training and never tuned on a paper-facing number."""
+    lines = []
+    merge = summary.get("merge_size")
+    if merge is not None:
+        tokens = f"{64 // (16 * merge)} x {64 // (16 * merge)}"
+        reason = (
+            "Qwen3-VL's own 2 x 2 merge, so a mask, a steer or a discovery score acts on several keys per region, "
+            "as in a real VLM"
+            if merge == 2
+            else "the shipped toy's merge: one token holds a whole object"
+        )
+        lines.append(
+            f"- Image tokens: patch 16, merge {merge} x {merge}: a 64-px region is {tokens} tokens ({reason})."
+        )
+    p = summary.get("drophead")
+    if p:
+        lines.append(
+            f"- DropHead p = {p:g} on every text layer (each head's output dropped per sequence, the kept heads "
+            "rescaled; Zhou et al. 2020, arXiv 2004.13342), constant instead of their schedule: redundancy, so that "
+            "no single head carries the image alone; p fixed before training at one head in five per sequence."
+        )
+    return lines
 
 
 def write_card(folder: Path) -> None:
