@@ -76,11 +76,11 @@ def audit_row(values: dict[str, np.ndarray], card: tuple[int, int] | None) -> di
     return row
 
 
-def native_sets(lm: LoadedModel, n_strips: int, k: float, seed: int, cache: ResultCache, batch_size: int):
+def native_sets(lm: LoadedModel, n_strips: int, k: float, seed: int, cache: ResultCache, strips_per_forward: int):
     """(mean discovery scores {setting: [L, H]} of SETTINGS_06, flat top-k sets {setting: [L, H]}, k)."""
     n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
     k_top = k_for(n_heads, k)
-    scores = all_setting_scores(discover_all(lm, n_strips, seed, cache, batch_size))
+    scores = all_setting_scores(discover_all(lm, n_strips, seed, cache, strips_per_forward))
     means = {s: scores[s].mean(0) for s in SETTINGS_06}  # [L, H] each
     return means, {s: top_k(v, k_top) for s, v in means.items()}, k_top
 

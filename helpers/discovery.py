@@ -97,20 +97,27 @@ def score_strips(lm: LoadedModel, items: list[Item]) -> dict[str, np.ndarray]:
 
 
 def discover(
-    lm: LoadedModel, corpus: str, query: str, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
+    lm: LoadedModel,
+    corpus: str,
+    query: str,
+    n_strips: int,
+    seed: int,
+    cache: ResultCache,
+    strips_per_forward: int = 16,
 ) -> dict[str, np.ndarray]:
-    """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `batch_size`."""
+    """score_strips over `n_strips` strips of `corpus` with `query`, cached per chunk of `strips_per_forward`
+    (one forward each)."""
     key = computation_key(
         **model_identity(lm),
         corpus=corpus_key(corpus),
-        params={"query": query, "seed": seed, "batch_size": batch_size},
+        params={"query": query, "seed": seed, "strips_per_forward": strips_per_forward},
         code_module=__name__,
     )
     return cache.cached_chunks(
         "discovery",
         key,
         n_strips,
-        batch_size,
+        strips_per_forward,
         lambda start, stop: score_strips(lm, list(items_of(f"strip_{query}", corpus, n_strips, seed)[start:stop])),
     )
 
@@ -144,10 +151,10 @@ def panel_profile(lm: LoadedModel, item: Item, head_sets: dict[str, np.ndarray])
 
 
 def discover_all(
-    lm: LoadedModel, n_strips: int, seed: int, cache: ResultCache, batch_size: int = 16
+    lm: LoadedModel, n_strips: int, seed: int, cache: ResultCache, strips_per_forward: int = 16
 ) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     """`discover` for every corpus x query -> {(corpus, query): per-item arrays}."""
-    return {(c, q): discover(lm, c, q, n_strips, seed, cache, batch_size) for c in CORPORA for q in QUERIES}
+    return {(c, q): discover(lm, c, q, n_strips, seed, cache, strips_per_forward) for c in CORPORA for q in QUERIES}
 
 
 def all_setting_scores(

@@ -61,7 +61,7 @@ class Experiment:
             beta,
             rows or p.rows,
             self.cache,
-            sets_per_forward=p.batch_size,
+            sets_per_forward=p.sets_per_forward,
         )
 
     def hide_cells(self, sets: np.ndarray, rows: str | None = None) -> dict[str, np.ndarray]:
@@ -81,7 +81,7 @@ class Experiment:
             sets,
             rows or p.rows,
             self.cache,
-            sets_per_forward=p.batch_size,
+            sets_per_forward=p.sets_per_forward,
             arms=arms,
             keys=keys,
         )

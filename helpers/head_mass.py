@@ -47,21 +47,21 @@ def item_masses(lm, items: list[Item], rows: str = "prompt") -> dict[str, np.nda
 
 
 def mass_run(
-    lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache, batch_size: int = 16
+    lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache, items_per_forward: int = 16
 ) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
     key = computation_key(
         **model_identity(lm),
         corpus=corpus_key(corpus),
-        params={"kind": kind, "seed": seed, "rows": rows, "batch_size": batch_size},
+        params={"kind": kind, "seed": seed, "rows": rows, "items_per_forward": items_per_forward},
         code_module=__name__,
     )
     per_item = cache.cached_chunks(
         "head_mass",
         key,
         n_items,
-        batch_size,
+        items_per_forward,
         lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), rows),
     )
     return {name: values.mean(0) for name, values in per_item.items()}

@@ -25,7 +25,8 @@ DTYPE_CHOICES = (*DTYPE_NAMES, "auto")
 GRID_CLASSES = 4  # a 2x2 grid item shows four different classes of the evaluation corpus
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SIZE_MINIMUM = {
-    "batch_size": 1,
+    "strips_per_forward": 1,
+    "sets_per_forward": 1,
     "n_items": 2,
     "n_strips": 2,
     "n_random": 2,
@@ -292,7 +293,6 @@ CHECKS = {
     "ks": _check_ks,
     "key_agg": _check_choice("key_agg", ("raw", "share")),
     "row_agg": _check_choice("row_agg", ("mean", "max")),
-    "batch_size": _check_size("batch_size"),
     "beta": _check_beta,
     "betas": _check_betas,
     "rows": _check_choice("rows", ROW_GROUPS),

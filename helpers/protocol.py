@@ -120,7 +120,7 @@ class Protocol:
             beta,
             "all",
             self.cache,
-            sets_per_forward=p.batch_size,
+            sets_per_forward=p.sets_per_forward,
         )
 
     def mask(self, sets: np.ndarray, rows: str = "all", arms=("matched", "mismatched"), keys="image") -> dict:
@@ -133,7 +133,7 @@ class Protocol:
             sets,
             rows,
             self.cache,
-            sets_per_forward=p.batch_size,
+            sets_per_forward=p.sets_per_forward,
             arms=arms,
             keys=keys,
         )

@@ -34,7 +34,7 @@ n_strips = 400
 k = 0.087
 key_agg = "raw"
 row_agg = "mean"
-batch_size = 16
+strips_per_forward = 16
 seed = 0
 interactive = False
 smoke = False
@@ -73,7 +73,7 @@ print(
 
 # %%
 cache = ResultCache(P.cache_dir)
-per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
+per_item = discover_all(lm, P.n_strips, P.seed, cache, P.strips_per_forward)
 accuracy = pd.DataFrame(
     [
         {

@@ -31,7 +31,7 @@ k = 0.087
 k_crossover = None
 key_agg = "raw"
 row_agg = "mean"
-batch_size = 16
+strips_per_forward = 16
 n_splits = 200
 seed = 0
 interactive = False
@@ -69,7 +69,7 @@ k_top = k_for(n_heads, P.k)
 # the paper's top-20 of 1,152 heads, scaled to this model (at least 3 heads)
 k_cross = k_for(n_heads, P.k_crossover) if P.k_crossover is not None else max(3, k_for(n_heads, 20 / 1152))
 cache = ResultCache(P.cache_dir)
-per_item = discover_all(lm, P.n_strips, P.seed, cache, P.batch_size)
+per_item = discover_all(lm, P.n_strips, P.seed, cache, P.strips_per_forward)
 item_scores = all_setting_scores(per_item, P.key_agg, P.row_agg)  # setting -> [N, L, H]
 mean_scores = {s: v.mean(0) for s, v in item_scores.items()}
 print(

@@ -44,7 +44,8 @@ n_pointing = 20
 benchmarks = {}
 k = 0.087
 beta = 10.0
-batch_size = 64
+strips_per_forward = 16
+sets_per_forward = 64
 seed = 0
 smoke = False
 out_dir = None
@@ -100,9 +101,17 @@ for name in P.models:
     lm = load_model(name, device=P.device, dtype=P.dtype)
     row = audit_row(audit_run(lm, P.eval_corpus, P.n_items, P.seed, cache), card_targets(name))
     audit.append({"model": name, "family": lm.adapter.family, **row})
-    means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.batch_size)
+    means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward)
     runs = causal_runs(
-        lm, {s: sets[s] for s in CAUSAL}, P.eval_corpus, P.n_items, P.n_random, P.seed, P.beta, cache, P.batch_size
+        lm,
+        {s: sets[s] for s in CAUSAL},
+        P.eval_corpus,
+        P.n_items,
+        P.n_random,
+        P.seed,
+        P.beta,
+        cache,
+        P.sets_per_forward,
     )
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
     suite_sets = {
@@ -111,9 +120,9 @@ for name in P.models:
     if row["passes"]:  # Table 16 on the models whose grid passes the audit only
         cm_sets = {s: sets[s] for s in TABLE16}
         contrasts[name] = region_contrast_runs(
-            lm, cm_sets, P.eval_corpus, P.n_items, P.n_random_grid, P.seed, P.beta, cache, P.batch_size
+            lm, cm_sets, P.eval_corpus, P.n_items, P.n_random_grid, P.seed, P.beta, cache, P.sets_per_forward
         )
-    suites[name] = score_suite(lm, tasks, suite_sets, P.n_pointing, P.seed, P.beta, cache, P.batch_size)
+    suites[name] = score_suite(lm, tasks, suite_sets, P.n_pointing, P.seed, P.beta, cache, P.sets_per_forward)
     print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
     del lm
 

@@ -234,7 +234,7 @@ PARAMETERS = [
     Case("parameters", "rows unknown", _validate(rows="question"), ("rows='question'", "'prompt'")),
     Case("parameters", "key_agg unknown", _validate(key_agg="median"), ("key_agg='median'", "'raw', 'share'")),
     Case("parameters", "row_agg unknown", _validate(row_agg="sum"), ("row_agg='sum'", "'mean', 'max'")),
-    Case("parameters", "batch_size zero", _validate(batch_size=0), ("batch_size=0", "int >= 1")),
+    Case("parameters", "sets_per_forward zero", _validate(sets_per_forward=0), ("sets_per_forward=0", "int >= 1")),
     Case("parameters", "unknown name", _validate(n_itemz=3), ("'n_itemz'", "n_items")),
     Case(
         "parameters",

@@ -53,10 +53,10 @@ def test_scores_match_eager_attention(random_toy, reference_answers, query):
 def test_discover_caches_per_chunk(random_toy, reference_answers, tmp_path, monkeypatch):
     lm, _ = random_toy
     cache = ResultCache(tmp_path)
-    first = discovery.discover(lm, "cm", "ord", n_strips=3, seed=1, cache=cache, batch_size=2)
+    first = discovery.discover(lm, "cm", "ord", n_strips=3, seed=1, cache=cache, strips_per_forward=2)
     calls = []
     monkeypatch.setattr(discovery, "score_strips", lambda *a: calls.append(1))
-    again = discovery.discover(lm, "cm", "ord", n_strips=3, seed=1, cache=cache, batch_size=2)
+    again = discovery.discover(lm, "cm", "ord", n_strips=3, seed=1, cache=cache, strips_per_forward=2)
     assert calls == [] and np.array_equal(first["qsp_raw_mean"], again["qsp_raw_mean"])
     assert first["qsp_raw_mean"].shape == (3, 8, 16)
     assert discovery.setting_scores(first, "cm-ord-qsp").shape == (3, 8, 16)

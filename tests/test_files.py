@@ -97,7 +97,7 @@ from helpers.cache import ResultCache
 from helpers.discovery import discover
 from helpers.engine import load_model
 cache = ResultCache(out / "results")
-arrays = discover(load_model("toy"), "cm", "ord", n_strips=24, seed=0, cache=cache, batch_size=2)
+arrays = discover(load_model("toy"), "cm", "ord", n_strips=24, seed=0, cache=cache, strips_per_forward=2)
 np.savez(out / "final.npz", **arrays)
 """
 N_CHUNKS = 12  # 24 strips in chunks of 2

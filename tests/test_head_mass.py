@@ -35,9 +35,9 @@ def test_masses_are_shares_of_attention_and_match_an_item_by_item_read(lm):
 
 def test_mass_run_caches_the_item_means(lm, tmp_path, monkeypatch):
     cache = ResultCache(tmp_path)
-    first = head_mass.mass_run(lm, "cm", "single_matched", 3, 1, "last", cache, batch_size=2)
+    first = head_mass.mass_run(lm, "cm", "single_matched", 3, 1, "last", cache, items_per_forward=2)
     monkeypatch.setattr(head_mass, "item_masses", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
-    again = head_mass.mass_run(lm, "cm", "single_matched", 3, 1, "last", cache, batch_size=2)
+    again = head_mass.mass_run(lm, "cm", "single_matched", 3, 1, "last", cache, items_per_forward=2)
     assert all(np.array_equal(first[k], again[k]) for k in head_mass.GROUPS)
     assert first["image"].shape == (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
 

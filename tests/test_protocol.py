@@ -28,7 +28,9 @@ AUDIT_CHECKS = {f"baseline: {name}" for name in verdicts.AUDIT_RANGES}
 
 def parameters(tmp_path, heads, **changes) -> SimpleNamespace:
     values = dict(model="toy", device="cpu", dtype="float32", heads=heads, import_k=None, profile="default")
-    values.update(sizes=SIZES, eval_corpus="co", beta=10.0, batch_size=64, seed=0, interactive=False, smoke=False)
+    values.update(
+        sizes=SIZES, eval_corpus="co", beta=10.0, sets_per_forward=64, seed=0, interactive=False, smoke=False
+    )
     values.update(out_dir=None, data_dir=None, cache_dir=None)
     values.update(changes)
     checked = params.validate(values)
