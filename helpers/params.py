@@ -288,7 +288,7 @@ CHECKS = {
     "device": _check_device,
     "dtype": _check_dtype,
     "settings": _check_settings,
-    "k": _check_k("k"),
+    "k": _check_k("k", optional=True),  # None: the paper's share (design.PAPER_K_SHARE)
     "k_crossover": _check_k("k_crossover", optional=True),
     "ks": _check_ks,
     "key_agg": _check_choice("key_agg", ("raw", "share")),

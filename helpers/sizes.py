@@ -20,7 +20,6 @@ from helpers.design import SETTINGS
 
 PROFILES = ("default", "paper")
 REF_QSP = ("cm-ref-qsp", "co-ref-qsp")
-K100_SHARE = 0.0868  # Table 14's k = 100 of the paper's 1,152 heads, the size that takes R = 250
 # Sizes the "paper" profile sets in place of the notebook parameters of the same name.
 # The largest R of a smoke run, whatever the profile.
 SMOKE_RANDOM = 4

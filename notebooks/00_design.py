@@ -32,7 +32,7 @@
 model = "toy"
 device = "cpu"
 dtype = "float32"
-k = 0.087
+k = None  # the paper's share of the heads (100 of 1,152); or an int, or a share 0 < k < 1
 seed = 0
 smoke = False
 out_dir = None

@@ -232,7 +232,7 @@ table14 = []
 for s, scores in score_maps.items():
     for share, k in k_values.items():
         head_set = top_k(scores, k)
-        R14 = sizes.n_random(P, "table14_k100" if share == sizes.K100_SHARE else "table14")
+        R14 = sizes.n_random(P, "table14_k100" if k == k_for(n_layers * n_heads) else "table14")  # the paper's k
         controls = layer_matched_sets(head_set, R14, stream("table14/{setting}/k{k}", setting=s, k=k))
         row = against_controls(ncs(mask(with_controls(head_set, controls))))
         table14.append(
