@@ -2,13 +2,14 @@
 # Each target bootstraps .venv from the pinned requirements on first use and installs the project
 # (the `helpers` package) into it in editable mode.
 PY := .venv/bin/python
-STAMP := .venv/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
+REQUIREMENTS := requirements.txt requirements-dev.txt requirements-cluster.txt
+STAMP := .venv/.installed-$(shell cat $(REQUIREMENTS) pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: setup figures smoke test lint lab bench toy-model
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS))
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-* && touch $@
 
