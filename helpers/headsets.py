@@ -3,7 +3,7 @@
 A file holds `{"model", "setting", "selection", "k", "n_layers", "n_heads", "heads": [[layer, head], ...],
 "scores": [...]}`; heads are listed best first. `load` reads the files 01_discovery writes (for 03-05);
 `read_any` reads any head-set a user brings (07_protocol): the format is the JSON schema
-`headset.schema.json` beside this module (`setting` optional, the file's stem by default), `validate`
+`headset.schema.json` beside this module (`setting` optional, the file's stem by default), `validate_record`
 checks a record against it and against the model in use, and every error names the file, the entry and
 the fix.
 
@@ -134,7 +134,7 @@ def _schema_fix(error) -> str:
     return f"give {_where(error)} a value that matches the schema ({SCHEMA_PATH.name})"
 
 
-def validate(record, path: Path, n_layers: int | None = None, n_heads: int | None = None) -> None:
+def validate_record(record, path: Path, n_layers: int | None = None, n_heads: int | None = None) -> None:
     """Raise HeadSetError, naming `path`, the entry and the fix, unless `record` is a valid head-set:
     it matches the schema; its heads are integers (not booleans or floats), in range, without
     duplicates; `k`, when given, is the number of heads; and, when the model's `n_layers` x `n_heads`
@@ -261,7 +261,7 @@ def from_pairs(pairs, path: Path, model: str, n_layers: int, n_heads: int) -> di
     """A plain list of [layer, head] pairs -> a validated head-set record for the model's L x H."""
     record = {"model": model, "setting": Path(path).stem, "selection": f"imported list ({Path(path).name})"}
     record.update(n_layers=n_layers, n_heads=n_heads, heads=pairs, k=len(pairs) if isinstance(pairs, list) else 0)
-    validate(record, path, n_layers, n_heads)
+    validate_record(record, path, n_layers, n_heads)
     return record
 
 
@@ -328,7 +328,7 @@ def read_any(path: Path, model: str, n_layers: int, n_heads: int, k: int | None 
             record = from_keyed_scores(raw, path, model, n_layers, n_heads, k)
         else:
             record = raw
-    validate(record, path, n_layers, n_heads)
+    validate_record(record, path, n_layers, n_heads)
     record.setdefault("setting", path.stem)
     record["mask"] = to_mask(record["heads"], record["n_layers"], record["n_heads"])
     return record

@@ -298,7 +298,7 @@ CHECKS = {
     "rows": _check_choice("rows", ROW_GROUPS),
     "eval_corpus": _check_corpus("eval_corpus"),
     "seed": _check_seed,
-    "profile": _check_choice("profile", sizes.PROFILES),
+    "profile": _check_choice("profile", sizes.PROFILE_NAMES),
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
     "torch_compile": _check_flag("torch_compile"),

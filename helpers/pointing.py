@@ -239,7 +239,7 @@ SYNTHETIC = {
 }
 
 
-def audit(probs_correct: dict[str, np.ndarray]) -> dict:
+def audit_task(probs_correct: dict[str, np.ndarray]) -> dict:
     """One task's leak-audit row from the mean P(correct) per variant: the values, the variants outside
     EXPECTED, and `passes`. A task that does not pass is flagged and not scored."""
     row = {variant: float(np.mean(probs_correct[variant])) for variant in EXPECTED}

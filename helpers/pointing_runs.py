@@ -1,4 +1,4 @@
-"""The pointing suite's cached runs on a model: the leak audit, CERS (steering) and NCS (masking) per task.
+"""The pointing suite's cached runs on a model: the leak audit_task, CERS (steering) and NCS (masking) per task.
 
 The same per-item computations as notebooks 03 and 04 (steer_items, mask_items) on a task's items, cached
 per chunk of items under the task's name (and a converted task's file digest).
@@ -13,7 +13,7 @@ from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.items import model_identity
 from helpers.necessity import mask_items, ncs
-from helpers.pointing import EXPECTED, Task, audit, task_items
+from helpers.pointing import EXPECTED, Task, audit_task, task_items
 from helpers.steering import cers, distractor_cells, head_sets_key, steer_items
 
 
@@ -27,7 +27,7 @@ def _key(lm: LoadedModel, task: Task, seed: int, **params) -> dict:
     )
 
 
-def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
+def task_audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
     """Per item, without intervention: P(correct) on the plain grid and every leak-audit stimulus ({variant: [N]})
     and whether the plain grid's most probable letter is the correct one ("plain hit": [N] bool)."""
 
@@ -44,7 +44,9 @@ def audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: Resul
     return cache.cached_chunks("pointing_audit", _key(lm, task, seed), n_items, 10, compute)
 
 
-def steering_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64):
+def task_steering_run(
+    lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64
+):
     """steer_items on the task's plain grids for head-sets [n, L, H] (keys as helpers.steering.steering_run)."""
     key = _key(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta))
 
@@ -55,7 +57,7 @@ def steering_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray,
     return cache.cached_chunks("pointing_steering", key, n_items, 10, compute)
 
 
-def necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
+def task_necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
     """mask_items on the task's matched and mismatched arms (keys as helpers.necessity.necessity_run, so
     helpers.necessity.ncs applies)."""
     key = _key(lm, task, seed, head_sets=head_sets_key(head_sets))
@@ -79,13 +81,13 @@ def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed:
     stack = np.concatenate([with_controls(s, draws[name]) for name, s in head_sets.items()])  # [2 m, L, H]
     audits, scores = {}, {}
     for task_name, task in tasks.items():
-        clean = audit_run(lm, task, n_items, seed, cache)
-        audits[task_name] = {**audit(clean), "plain accuracy": float(clean["plain hit"].mean())}
+        clean = task_audit_run(lm, task, n_items, seed, cache)
+        audits[task_name] = {**audit_task(clean), "plain accuracy": float(clean["plain hit"].mean())}
         if not audits[task_name]["passes"]:
             continue
         per_item = {
-            "cers": cers(steering_run(lm, task, n_items, seed, stack, beta, cache, batch)),  # [N, 2 m]
-            "ncs": ncs(necessity_run(lm, task, n_items, seed, stack, cache, batch)),
+            "cers": cers(task_steering_run(lm, task, n_items, seed, stack, beta, cache, batch)),  # [N, 2 m]
+            "ncs": ncs(task_necessity_run(lm, task, n_items, seed, stack, cache, batch)),
         }
         scores[task_name] = {
             measure: {name: values[:, 2 * i : 2 * i + 2] for i, name in enumerate(head_sets)}

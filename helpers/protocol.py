@@ -400,7 +400,7 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
         for group, check in (("prompt", "NCS at question + option rows"), ("last", "NCS at the last row")):
             row = rows.loc[(name, group)].to_dict()
             out.append(verdicts.against_random_verdict(name, check, row, sizes["n_random"], n_sets, audits))
-    return verdicts.table(out)
+    return verdicts.as_frame(out)
 
 
 CONCLUDE = {

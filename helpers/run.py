@@ -378,7 +378,7 @@ def main(argv=None) -> None:
     sources = select(args.notebooks)
     defaults = {"smoke": True} if args.smoke else {}
     changed = {**defaults, **overrides}
-    folders = run_folders(args, sources, overrides, changed)
+    folders = chosen_run_folders(args, sources, overrides, changed)
     if args.shard is not None:
         folders = shard_folders(folders, args.shard)
     print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
@@ -390,7 +390,7 @@ def main(argv=None) -> None:
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
 
 
-def run_folders(args, sources: list[Path], overrides: dict, changed: dict) -> runs.RunFolders:
+def chosen_run_folders(args, sources: list[Path], overrides: dict, changed: dict) -> runs.RunFolders:
     """Where the run writes: `--out` or `-p out_dir` (the same folder; both given must agree), else build/smoke/
     for a smoke run, paper_figures/ for the default full run, runs/<model>-<hash>/ for any other; `-p data_dir`
     then replaces the data folder."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from helpers.design import SETTINGS
 
-PROFILES = ("default", "paper")
+PROFILE_NAMES = ("default", "paper")
 REF_QSP = ("cm-ref-qsp", "co-ref-qsp")
 # Sizes the "paper" profile sets in place of the notebook parameters of the same name.
 # The largest R of a smoke run, whatever the profile.

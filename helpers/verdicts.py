@@ -172,7 +172,7 @@ def _g(value: float) -> str:
     return f"{value:g}"
 
 
-def table(verdicts: list[Verdict]) -> pd.DataFrame:
+def as_frame(verdicts: list[Verdict]) -> pd.DataFrame:
     return pd.DataFrame([v.row() for v in verdicts], columns=COLUMNS)
 
 

@@ -88,9 +88,9 @@ CACHED_COMPUTATIONS = {
     "steering": lambda lm, cache: steering.steering_run(lm, "co", 4, 0, HEAD_SETS, 1.0, "all", cache),
     "discovery": lambda lm, cache: discovery.discover(lm, "co", "ord", 4, 0, cache),
     "head_mass": lambda lm, cache: head_mass.mass_run(lm, "co", "grid", 4, 0, "prompt", cache),
-    "pointing_audit": lambda lm, cache: pointing_runs.audit_run(lm, TASK, 4, 0, cache),
-    "pointing_steering": lambda lm, cache: pointing_runs.steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
-    "pointing_necessity": lambda lm, cache: pointing_runs.necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
+    "pointing_audit": lambda lm, cache: pointing_runs.task_audit_run(lm, TASK, 4, 0, cache),
+    "pointing_steering": lambda lm, cache: pointing_runs.task_steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
+    "pointing_necessity": lambda lm, cache: pointing_runs.task_necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
 }
 
 

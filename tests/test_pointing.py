@@ -1,4 +1,4 @@
-"""The pointing suite: every registry task builds the 2x2 apparatus and its audit stimuli; the leak audit
+"""The pointing suite: every registry task builds the 2x2 apparatus and its audit stimuli; the leak audit_task
 flags a task outside the expected ranges; the benchmark converters on fixture items, and bad files."""
 
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.pointing import EXPECTED, SYNTHETIC, VARIANTS, audit, task_items
+from helpers.pointing import EXPECTED, SYNTHETIC, VARIANTS, audit_task, task_items
 from helpers.pointing_convert import BenchmarkError, converted_task
 from helpers.stimuli import BLANK_GREY, LETTERS
 
@@ -55,9 +55,11 @@ def test_the_question_picks_the_correct_cell_by_its_option_text():
 
 def test_leak_audit_flags_variants_outside_their_ranges():
     good = {"oracle": [0.95, 1.0], "blank": [0.25, 0.3], "matched": [0.9, 1.0], "mismatched": [0.2, 0.3]}
-    row = audit({k: np.array(v) for k, v in good.items()})
+    row = audit_task({k: np.array(v) for k, v in good.items()})
     assert row["passes"] and row["oracle"] == pytest.approx(0.975)
-    row = audit({**{k: np.array(v) for k, v in good.items()}, "blank": np.array([0.6]), "oracle": np.array([0.3])})
+    row = audit_task(
+        {**{k: np.array(v) for k, v in good.items()}, "blank": np.array([0.6]), "oracle": np.array([0.3])}
+    )
     assert not row["passes"] and row["flagged"] == "oracle, blank"
     assert set(EXPECTED) == {"oracle", "blank", "matched", "mismatched"}
 

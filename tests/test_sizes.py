@@ -28,7 +28,7 @@ def test_default_profile_keeps_the_notebook_sizes():
     assert sizes.n_random(p, "table10") == 250
 
 
-@pytest.mark.parametrize("profile", sizes.PROFILES)
+@pytest.mark.parametrize("profile", sizes.PROFILE_NAMES)
 def test_smoke_wins_over_the_profile(profile):
     p = _params(profile, smoke=True)
     assert p.n_items == params.SMOKE["n_items"] and p.n_boot == params.SMOKE["n_boot"]

@@ -15,26 +15,26 @@ from helpers.stimuli import (
     single_image_items,
     strip_items,
 )
-from helpers.toy.tasks import KINDS, build_items
+from helpers.toy.tasks import ALL_KINDS, build_task_items
 
 
 def _fingerprint(item):
     return item.prompt, item.answer, item.labels, item.query_span, np.asarray(item.image).tobytes()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", ALL_KINDS)
 @pytest.mark.parametrize("corpus_name", ["cm", "co"])
 def test_same_seed_same_items_other_seed_other_items(kind, corpus_name):
     corpus = SyntheticCorpus(corpus_name)
-    first, again = build_items(kind, corpus, 4, seed=3), build_items(kind, corpus, 4, seed=3)
-    other = build_items(kind, corpus, 4, seed=4)
+    first, again = build_task_items(kind, corpus, 4, seed=3), build_task_items(kind, corpus, 4, seed=3)
+    other = build_task_items(kind, corpus, 4, seed=4)
     assert [_fingerprint(i) for i in first] == [_fingerprint(i) for i in again]
     assert [_fingerprint(i) for i in first] != [_fingerprint(i) for i in other]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", ALL_KINDS)
 def test_boxes_inside_image_and_disjoint(kind):
-    for item in build_items(kind, SyntheticCorpus("co"), 5, seed=0):
+    for item in build_task_items(kind, SyntheticCorpus("co"), 5, seed=0):
         width, height = item.image.size
         boxes = list(item.boxes.values())
         assert item.target in item.boxes
@@ -89,7 +89,7 @@ def test_single_image_arms_are_paired():
 
 @pytest.mark.parametrize("kind", ["strip_ord", "grid", "single_mismatched"])
 def test_synthetic_regions_share_no_colour_and_no_shape(kind):
-    for item in build_items(kind, SyntheticCorpus("cm"), 30, seed=6):
+    for item in build_task_items(kind, SyntheticCorpus("cm"), 30, seed=6):
         labels = list(item.labels) + [o for o in item.options if o not in item.labels]
         colours, shapes = zip(*(label.split(" ") for label in labels))
         assert len(set(colours)) == len(set(shapes)) == len(labels)
@@ -133,7 +133,7 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="strip query 'where'"):
         strip_items(corpus, 1, 0, "where")
     with pytest.raises(ValueError, match="item kind 'nope'"):
-        build_items("nope", corpus, 1, 0)
+        build_task_items("nope", corpus, 1, 0)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no images"):
         ImageFolderCorpus(tmp_path / "empty")

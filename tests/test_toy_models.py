@@ -14,7 +14,7 @@ from helpers.engine.inputs import build_batch
 from helpers.stimuli import SyntheticCorpus
 from helpers.toy.build import build_processor
 from helpers.toy.evaluate import THRESHOLDS
-from helpers.toy.tasks import build_items
+from helpers.toy.tasks import build_task_items
 from tests.oracle import ORACLE, oracle_bias
 
 TOYS = {"toy-qwen2vl": "qwen2_vl", "toy-llava": "llava", "toy-qwen3vl-seed1": "qwen3_vl"}  # name -> family
@@ -52,7 +52,7 @@ def test_regions_partition_the_image_tokens(toy):
     name, _ = toy
     lm = load_model(name)
     for kind, n_regions in (("strip_ord", 6), ("grid", 4)):
-        item = build_items(kind, SyntheticCorpus("cm"), 1, 5)[0]
+        item = build_task_items(kind, SyntheticCorpus("cm"), 1, 5)[0]
         batch = build_batch(lm.processor, [item])
         masks = torch.stack(
             [lm.adapter.region_mask(batch.inputs, box, item.image.size) for box in item.boxes.values()]
@@ -67,7 +67,7 @@ def test_engine_matches_the_eager_oracle_on_real_items(toy, bias):
     name, folder = toy
     lm = load_model(name)
     oracle = AutoModelForImageTextToText.from_pretrained(folder, attn_implementation={"text_config": ORACLE}).eval()
-    items = build_items("grid", SyntheticCorpus("co"), 2, 9)
+    items = build_task_items("grid", SyntheticCorpus("co"), 2, 9)
     batch = build_batch(lm.processor, items)
     inputs, T = batch.inputs, batch.inputs["input_ids"].shape[1]
     keys = torch.stack(

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from helpers.stimuli import LETTERS, SyntheticCorpus, single_image_items, strip_items
-from helpers.toy.tasks import TOY_KINDS, build_items, retarget
+from helpers.toy.tasks import TOY_KINDS, build_task_items, retarget
 
 
 @pytest.mark.parametrize("kind", TOY_KINDS)
@@ -13,7 +13,7 @@ def test_toy_tasks_keep_the_paper_items_images(kind):
         kind.split("_")[0]
     ]
     for task, base in zip(
-        build_items(kind, SyntheticCorpus("cm"), 4, 7), build_items(base_kind, SyntheticCorpus("cm"), 4, 7)
+        build_task_items(kind, SyntheticCorpus("cm"), 4, 7), build_task_items(base_kind, SyntheticCorpus("cm"), 4, 7)
     ):
         assert task.kind == kind and task.labels == base.labels
         assert np.array_equal(np.asarray(task.image), np.asarray(base.image))
@@ -21,7 +21,7 @@ def test_toy_tasks_keep_the_paper_items_images(kind):
 
 
 def test_strip_describe_lists_every_panel_in_order():
-    described = build_items("strip_describe", SyntheticCorpus("cm"), 1, 1)[0]
+    described = build_task_items("strip_describe", SyntheticCorpus("cm"), 1, 1)[0]
     assert described.answer.split(" ")[:3] == ["1", *described.labels[0].split()]
     assert len(described.answer.split()) == 18
     assert described.labels == strip_items(SyntheticCorpus("cm"), 1, seed=1, query="ord")[0].labels
@@ -31,7 +31,7 @@ def test_name_and_recall_tasks():
     corpus = SyntheticCorpus("co")
     matched = single_image_items(corpus, 6, 2, "matched")
     for name, recall, base in zip(
-        build_items("single_name", corpus, 6, 2), build_items("option_recall", corpus, 6, 2), matched
+        build_task_items("single_name", corpus, 6, 2), build_task_items("option_recall", corpus, 6, 2), matched
     ):
         assert name.answer == base.options[base.correct] and name.options == () and name.correct is None
         listed = [f"{o} ({letter})" for letter, o in zip(LETTERS, base.options)]
@@ -40,11 +40,11 @@ def test_name_and_recall_tasks():
 
 
 def test_locate_tasks_list_every_object_with_its_place_in_alphabetical_order():
-    strip = build_items("strip_locate", SyntheticCorpus("co"), 1, 3)[0]
+    strip = build_task_items("strip_locate", SyntheticCorpus("co"), 1, 3)[0]
     listed = [entry.rsplit(" in panel ", 1) for entry in strip.answer.split(", ")]
     assert [label for label, _ in listed] == sorted(strip.labels)
     assert all(strip.labels[int(panel) - 1] == label for label, panel in listed)
-    grid = build_items("grid_locate", SyntheticCorpus("cm"), 1, 3)[0]
+    grid = build_task_items("grid_locate", SyntheticCorpus("cm"), 1, 3)[0]
     assert grid.kind == "grid_locate" and grid.query_text == "every object"
     listed = [(entry[:-4], entry[-4:]) for entry in grid.answer.split(", ")]  # "blue ring", " (A)"
     assert [label for label, _ in listed] == sorted(grid.labels)
@@ -52,7 +52,7 @@ def test_locate_tasks_list_every_object_with_its_place_in_alphabetical_order():
 
 
 def test_grid_describe_names_every_cell_with_its_letter():
-    plain, described = (build_items(kind, SyntheticCorpus("co"), 5, 5) for kind in ("grid", "grid_describe"))
+    plain, described = (build_task_items(kind, SyntheticCorpus("co"), 5, 5) for kind in ("grid", "grid_describe"))
     for p, d in zip(plain, described):
         assert d.kind == "grid_describe" and d.labels == p.labels and d.query_text == "every cell"
         assert d.answer == " ".join(f"{letter} {label}" for letter, label in zip(LETTERS, p.labels))
@@ -61,13 +61,13 @@ def test_grid_describe_names_every_cell_with_its_letter():
 
 @pytest.mark.parametrize("kind", ["strip_ord", "strip_ref", "grid", "grid_oracle"])
 def test_retarget_asks_the_same_image_about_another_region(kind):
-    item = build_items(kind, SyntheticCorpus("cm"), 1, seed=2)[0]
+    item = build_task_items(kind, SyntheticCorpus("cm"), 1, seed=2)[0]
     for target in range(len(item.labels)):
         other = retarget(item, target)
         assert other.image is item.image and other.labels == item.labels
         assert other.target == list(item.boxes)[target]
         # a freshly built item asking about the same region has the same prompt, up to the class named
-        fresh = next(i for i in build_items(kind, SyntheticCorpus("cm"), 40, seed=9) if i.target == other.target)
+        fresh = next(i for i in build_task_items(kind, SyntheticCorpus("cm"), 40, seed=9) if i.target == other.target)
         assert other.prompt == fresh.prompt.replace(fresh.labels[target], item.labels[target])
         if kind == "strip_ord":
             assert (
@@ -82,6 +82,6 @@ def test_retarget_asks_the_same_image_about_another_region(kind):
         else:
             assert other.answer == LETTERS[target] == other.target and other.correct == target
     with pytest.raises(ValueError, match="cannot be retargeted"):
-        retarget(build_items("text", SyntheticCorpus("cm"), 1, 0)[0], 0)
+        retarget(build_task_items("text", SyntheticCorpus("cm"), 1, 0)[0], 0)
     with pytest.raises(ValueError, match="outside the item's"):
         retarget(item, len(item.labels))

@@ -11,7 +11,7 @@ from helpers.engine.adapters import adapter_for
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import SyntheticCorpus
 from helpers.toy.build import build_config, build_processor
-from helpers.toy.tasks import RETARGETABLE, build_items
+from helpers.toy.tasks import RETARGETABLE, build_task_items
 from helpers.toy.train import (
     ADAPT_RANGE,
     LOSS_FLOOR,
@@ -38,7 +38,9 @@ def processor():
 
 
 def test_single_turn_masks_equal_build_batch(processor):
-    items = build_items("text", SyntheticCorpus("cm"), 3, 0) + build_items("grid", SyntheticCorpus("co"), 2, 0)
+    items = build_task_items("text", SyntheticCorpus("cm"), 3, 0) + build_task_items(
+        "grid", SyntheticCorpus("co"), 2, 0
+    )
     inputs, weight, prompt, _ = conversation_batch(processor, [[item] for item in items])
     answer = weight > 0
     reference = build_batch(processor, items, answers=[item.answer for item in items])
@@ -116,7 +118,7 @@ def test_initialise_sets_the_norm_gains_and_the_position_table_scale():
 def test_image_word_targets_name_each_regions_class_and_place(processor):
     tokenizer = processor.tokenizer
     strip, grid, blank, single = (
-        build_items(kind, SyntheticCorpus("co"), 1, 3)[0]
+        build_task_items(kind, SyntheticCorpus("co"), 1, 3)[0]
         for kind in ("strip_ord", "grid", "grid_blank", "single_matched")
     )
     targets = image_word_targets(tokenizer, [[strip], [grid], [blank], [single]])
@@ -142,9 +144,9 @@ def test_image_word_loss_is_the_mean_target_cross_entropy_per_token():
 
 def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(processor):
     tokenizer = processor.tokenizer
-    grid = build_items("grid", SyntheticCorpus("cm"), 1, 5)[0]
-    strip = build_items("strip_locate", SyntheticCorpus("co"), 1, 5)[0]
-    unplaced = [build_items(kind, SyntheticCorpus("cm"), 1, 5)[0] for kind in ("grid_blank", "text")]
+    grid = build_task_items("grid", SyntheticCorpus("cm"), 1, 5)[0]
+    strip = build_task_items("strip_locate", SyntheticCorpus("co"), 1, 5)[0]
+    unplaced = [build_task_items(kind, SyntheticCorpus("cm"), 1, 5)[0] for kind in ("grid_blank", "text")]
     inputs, _, _, place = conversation_batch(processor, [[grid], [strip]] + [[item] for item in unplaced])
     ids = inputs["input_ids"]
     # the grid prompt names its target once; the locate answer names all six objects, the prompt none
@@ -174,7 +176,7 @@ def test_region_tokens_average_each_regions_image_tokens(family, tokens_per_pane
     processor = build_processor(family)
     model = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, family, layers=2))
     adapter = adapter_for(model.config, processor)
-    strip = build_items("strip_ord", SyntheticCorpus("cm"), 1, 3)[0]
+    strip = build_task_items("strip_ord", SyntheticCorpus("cm"), 1, 3)[0]
     inputs, *_ = conversation_batch(processor, [[strip]])
     embeds = torch.randn(*inputs["input_ids"].shape, 4)  # [1, T, 4]
     regions = region_tokens(adapter, inputs, [[strip]], embeds)  # [6, 4]

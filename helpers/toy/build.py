@@ -37,7 +37,7 @@ from transformers import (
 )
 
 from helpers.stimuli import SyntheticCorpus
-from helpers.toy.tasks import KINDS, build_items
+from helpers.toy.tasks import ALL_KINDS, build_task_items
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -91,8 +91,8 @@ def task_texts(n_per_kind: int = 40, seed: int = 12345) -> list[str]:
     the BPE training text (so "user" and "assistant" are one token each, as in Qwen's vocabulary)."""
     texts = ["user\n", "assistant\n"] * 50 * n_per_kind
     for corpus in (SyntheticCorpus("cm"), SyntheticCorpus("co")):
-        for kind in KINDS:
-            for item in build_items(kind, corpus, n_per_kind, seed):
+        for kind in ALL_KINDS:
+            for item in build_task_items(kind, corpus, n_per_kind, seed):
                 texts += [item.prompt, item.answer]
     return texts
 

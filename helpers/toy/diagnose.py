@@ -21,7 +21,7 @@ from helpers.engine.inputs import build_batch
 from helpers.paths import TOY_MODEL
 from helpers.stimuli import SyntheticCorpus
 from helpers.toy.evaluate import answer_exact_match
-from helpers.toy.tasks import build_items
+from helpers.toy.tasks import build_task_items
 
 PREFIXES = ("", "Look. ", "Look at the image. ", "Look at the image now, please. ")
 
@@ -55,7 +55,9 @@ def place_probe_accuracy(train: torch.Tensor, test: torch.Tensor, steps: int = 3
 
 def strips(seed: int, n: int) -> list:
     return [
-        item for corpus in ("cm", "co") for item in build_items("strip_ord", SyntheticCorpus(corpus), n // 2, seed)
+        item
+        for corpus in ("cm", "co")
+        for item in build_task_items("strip_ord", SyntheticCorpus(corpus), n // 2, seed)
     ]
 
 
@@ -72,7 +74,7 @@ def main():
     for layer in range(len(train)):
         print(f"place probe, layer {layer}: {place_probe_accuracy(train[layer], test[layer]):.3f}")
     for kind in ("strip_describe", "strip_ord", "strip_ref"):
-        items = build_items(kind, SyntheticCorpus("cm"), 60, 4242)
+        items = build_task_items(kind, SyntheticCorpus("cm"), 60, 4242)
         for prefix in PREFIXES:
             shifted = [
                 replace(

@@ -15,7 +15,7 @@ import torch
 from helpers.engine.inputs import build_batch
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.stimuli import Item, SyntheticCorpus
-from helpers.toy.tasks import build_items
+from helpers.toy.tasks import build_task_items
 
 EVAL_SEED = 777  # training draws its items from seeds >= 10_000
 # kind -> (metric, lower bound, upper bound)
@@ -60,7 +60,7 @@ def evaluate(model, processor, n_per_kind: int = 200, seed: int = EVAL_SEED, bat
     for kind, (metric, low, high) in THRESHOLDS.items():
         per_corpus = {}
         for corpus_name in ("cm", "co"):
-            items = build_items(kind, SyntheticCorpus(corpus_name), n_per_kind // 2, seed)
+            items = build_task_items(kind, SyntheticCorpus(corpus_name), n_per_kind // 2, seed)
             values = [
                 score_items(model, processor, kind, items[i : i + batch_size])
                 for i in range(0, len(items), batch_size)

@@ -22,7 +22,7 @@ from helpers import stimuli
 from helpers.stimuli import LETTERS, Item, item_rng, options_block, text_span
 
 TOY_KINDS = ("strip_describe", "strip_locate", "grid_describe", "grid_locate", "single_name", "option_recall")
-KINDS = stimuli.KINDS + TOY_KINDS
+ALL_KINDS = stimuli.KINDS + TOY_KINDS
 RETARGETABLE = ("strip_ord", "strip_ref", "grid", "grid_oracle")
 LOCATE_REQUEST = "Locate every object in alphabetical order."
 READING = "The panels are read left to right, top to bottom."
@@ -87,8 +87,8 @@ def _recall_task(item: Item, corpus_name: str) -> Item:
     )
 
 
-def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
-    """Any of KINDS (the paper's stimuli and the toy's tasks) by name."""
+def build_task_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
+    """Any of ALL_KINDS (the paper's stimuli and the toy's tasks) by name."""
     if kind in stimuli.KINDS:
         return stimuli.build_items(kind, corpus, n, seed)
     if kind in ("strip_describe", "strip_locate"):
@@ -99,7 +99,7 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         return [_name_task(item) for item in stimuli.single_image_items(corpus, n, seed, "matched")]
     if kind == "option_recall":
         return [_recall_task(item, corpus.name) for item in stimuli.single_image_items(corpus, n, seed, "matched")]
-    raise ValueError(f"item kind {kind!r} is not one of {KINDS}")
+    raise ValueError(f"item kind {kind!r} is not one of {ALL_KINDS}")
 
 
 def retarget(item: Item, target: int) -> Item:

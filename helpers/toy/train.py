@@ -55,7 +55,7 @@ from helpers.stimuli import Item, SyntheticCorpus
 from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate
-from helpers.toy.tasks import RETARGETABLE, build_items, retarget
+from helpers.toy.tasks import RETARGETABLE, build_task_items, retarget
 
 TOY_DIR = HELPERS / "toy"
 TRAIN_SEED_BASE = 10_000
@@ -197,7 +197,7 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
     for kind, count in zip(kinds, counts):
         n_cm = int(rng.binomial(count, 0.5))
         for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
-            for item in build_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
+            for item in build_task_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
                 follow_ups = rng.integers(len(item.boxes), size=len(item.boxes) - 1)
                 conversations.append(
                     [item] + ([retarget(item, int(i)) for i in follow_ups] if kind in RETARGETABLE else [])
