@@ -17,7 +17,13 @@ from helpers.toy.evaluate import THRESHOLDS
 from helpers.toy.tasks import build_task_items
 from tests.oracle import ORACLE, oracle_bias
 
-TOYS = {"toy-qwen2vl": "qwen2_vl", "toy-llava": "llava", "toy-qwen3vl-seed1": "qwen3_vl"}  # name -> family
+TOYS = {  # name -> family
+    "toy-qwen2vl": "qwen2_vl",
+    "toy-llava": "llava",
+    "toy-qwen3vl-seed1": "qwen3_vl",
+    "toy-qwen3vl-drophead": "qwen3_vl",
+    "toy-qwen3vl-graded": "qwen3_vl",
+}
 
 
 @pytest.fixture(scope="module", params=sorted(TOYS))

@@ -46,8 +46,8 @@ def card_text(folder: Path) -> str:
         f"# Toy {config.model_type} (`toy-{folder.name}`, model card)",
         "",
         f"`helpers/toy/models/{folder.name}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
-        f"trained by `python -m helpers.toy.train --family {summary['family']}` on the same synthetic tasks, "
-        "curriculum and losses as the shipped toy (helpers/toy/README.md); load it as "
+        f"trained by `python -m helpers.toy.train {_command(summary)} --name {folder.name}` on the same "
+        "synthetic tasks, curriculum and losses as the shipped toy (helpers/toy/README.md); load it as "
         f'`load_model("toy-{folder.name}")`.',
         "",
         f"- {text.num_hidden_layers} text layers x {text.num_attention_heads} query heads "
@@ -71,6 +71,16 @@ def card_text(folder: Path) -> str:
             f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
         )
     return "\n".join([*lines, "", verdict, ""])
+
+
+def _command(summary: dict) -> str:
+    """The training command's arguments that made this toy (beside the defaults)."""
+    args = f"--family {summary['family']} --seed {summary['seed']} --max-minutes {summary['max_minutes']:g}"
+    if summary.get("merge_size") is not None:
+        args += f" --merge-size {summary['merge_size']}"
+    if summary.get("drophead"):
+        args += f" --drophead {summary['drophead']:g}"
+    return args
 
 
 def _recipe_lines(summary: dict) -> list[str]:
