@@ -5,7 +5,7 @@ PY := .venv/bin/python
 REQUIREMENTS := requirements.txt requirements-dev.txt requirements-cluster.txt
 STAMP := .venv/.installed-$(shell cat $(REQUIREMENTS) pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup figures smoke test lint lab bench toy-model
+.PHONY: setup figures smoke test test-fast lint lab bench toy-model
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -27,6 +27,10 @@ lint: setup
 
 test: lint
 	$(PY) -m pytest -q
+
+# engine, statistics, bad inputs, parameters, cache: every test but the notebooks, browser and slow ones
+test-fast: lint
+	$(PY) -m pytest -q -m "not notebooks and not browser and not slow"
 
 # JupyterLab at the repository root, opened on the published executed notebooks; the sources in
 # notebooks/ are paired .py <-> .ipynb (jupytext). --allow-root: containers often run as root.

@@ -3,7 +3,7 @@ that mass over the heads of a set.
 
 The groups of one item: "image" (its image tokens), "text" (its prompt text: question and options)
 and "first" (the first real token of the sequence, where attention sinks park their mass). Masses are
-read at the rows of a row group (helpers.interventions.ROW_GROUPS), averaged over those rows and then
+read at the rows of a row group (helpers.engine.row_groups.ROW_GROUPS), averaged over those rows and then
 over items: [L, H] per group. They select attention-sink and text-heavy heads (generic-damage sets),
 match random controls on image attention, and relate a set's image attention to its CERS (Table 17).
 """

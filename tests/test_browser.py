@@ -30,7 +30,7 @@ from tests.browser import (
 SCREENSHOTS = paths.BUILD / "browser"
 PUBLISHED = sorted(paths.PUBLISHED_NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
-pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))]
 
 
 def _declared_figures(notebook: str) -> int:
@@ -53,6 +53,7 @@ def _check_in_browser(notebooks: list, tag: str) -> dict:
     return shown
 
 
+@pytest.mark.notebooks
 def test_smoke_run_notebooks_render_their_figures_in_jupyterlab(smoke_run):
     executed = sorted((smoke_run["folder"] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert {p.stem for p in executed} == set(STEPS)

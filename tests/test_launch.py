@@ -10,6 +10,8 @@ from helpers import launch, paths, run
 SMALL = [["n_items", "12"], ["n_random", "2"], ["n_boot", "50"]]  # 2 chunks per run, so the shards split them
 OPTIONS = [item for pair in SMALL for item in ("-p", *pair)]
 
+pytestmark = pytest.mark.notebooks  # every test runs notebook 04 through the runner
+
 
 def _run_folder(root):
     root.mkdir()

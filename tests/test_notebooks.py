@@ -47,6 +47,7 @@ def test_py_source_is_in_canonical_jupytext_form(source):
     assert jupytext.writes(jupytext.reads(text, fmt="py:percent"), fmt="py:percent") == text
 
 
+@pytest.mark.notebooks
 def test_runner_names_failing_notebook_and_cell(tmp_path):
     bad = tmp_path / "99_bad.py"
     header = (
@@ -117,6 +118,7 @@ def test_unknown_notebook_prefix_lists_available():
         run.select(["42"])
 
 
+@pytest.mark.notebooks
 def test_smoke_run_of_every_notebook(smoke_run):
     """`python -m helpers.run --smoke`: every notebook end to end with small sizes, into build/smoke/."""
     out = smoke_run["folder"]
@@ -215,6 +217,7 @@ def _mtimes(root: Path) -> dict:
     return {p: p.stat().st_mtime for p in root.rglob("*") if p.is_file()} if root.exists() else {}
 
 
+@pytest.mark.notebooks
 def test_out_is_honoured_in_smoke_mode_and_a_fresh_folder_reads_nothing_from_elsewhere(tmp_path):
     """`--smoke --out DIR` (and `-p out_dir DIR`): every table, figure, data file and executed notebook of the run
     lands in DIR, nothing in build/smoke/ or paper_figures/; a later notebook pointed at another fresh folder does

@@ -63,6 +63,7 @@ def verdict_of(card, head_set, check) -> str:
     return table[(table["head-set"] == head_set) & (table["check"] == check)]["verdict"].item()
 
 
+@pytest.mark.slow
 def test_a_discovered_set_gets_a_verdict_on_every_check(discovered):
     _, card = discovered
     table = card["verdicts"]
@@ -84,6 +85,7 @@ def test_a_discovered_set_gets_a_verdict_on_every_check(discovered):
     assert card["conclusion"][1].startswith("co-ref-qsp is necessary beyond its layer-matched random sets")
 
 
+@pytest.mark.slow
 def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     """The same draws and cached runs as 03's and 04's Table 3 at the same sizes."""
     P, card = discovered
@@ -104,6 +106,7 @@ def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     assert row["S"] == pytest.approx(expected["S"], abs=1e-12) and row["p"] == expected["p"]
 
 
+@pytest.mark.slow
 def test_a_large_r_run_in_two_parts_equals_the_one_run(discovered):
     """mask_controls joins S + the first n_random sets (an earlier table's cached run) and the sets after them;
     other copies in a forward change a copy's rounding, not more."""
@@ -119,6 +122,7 @@ def test_a_large_r_run_in_two_parts_equals_the_one_run(discovered):
     assert joined["matched_p_masked"].shape == (4, 6, 4)
 
 
+@pytest.mark.slow
 def test_a_random_set_fails_necessity(random_card):
     assert verdict_of(random_card, "random-11", "NCS vs layer-matched") == verdicts.FAIL
     assert verdict_of(random_card, "random-11", "discovery noise ceiling") == verdicts.NOT_RUN
@@ -126,6 +130,7 @@ def test_a_random_set_fails_necessity(random_card):
     assert row["p"] > verdicts.ALPHA and row["S"] < row["random max"]
 
 
+@pytest.mark.slow
 def test_two_sets_are_holm_adjusted_and_the_floor_makes_them_not_interpretable(cache_root, random_card):
     """At R = 20 two head-sets can reach at best Holm p = 2/21 > .05: not interpretable, not a fail."""
     P = parameters(cache_root, ["co-ref-qsp", str(cache_root / "random-11.json")])
@@ -143,6 +148,7 @@ def blank_corpus(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_blank_evaluation_images_make_the_single_image_checks_not_interpretable(cache_root):
     corpus = blank_corpus(cache_root / "blank_corpus")
     sizes = {**SIZES, "n_random": 3, "n_random_any": 3}
@@ -182,6 +188,7 @@ def test_forward_copies_of_the_profiles():
     assert paper["NCS (S + R, two arms)"] == 101 * 2 * 400 and sum(paper.values()) > 8 * sum(quick.values())
 
 
+@pytest.mark.notebooks
 def test_the_command_writes_report_md_and_html(tmp_path, discovered):
     P, _ = discovered
     sizes = ["-p", "n_items", "8", "-p", "n_random", "20", "-p", "n_random_any", "20", "-p", "n_sweep", "2"]

@@ -20,7 +20,7 @@ Positions are absolute columns of the padded batch (left padding is fine: the ma
 Row and key selections are bool ``[B, T]`` tensors; columns beyond T count as not selected, so a
 selection built on the prompt never touches generated tokens unless ``"all"`` is used for rows.
 
-Usage (``lm`` is a ``helpers.models.LoadedModel``)::
+Usage (``lm`` is a ``helpers.engine.LoadedModel``)::
 
     read = Read(rows=last_row,                           # [B, T] bool, or "all"
                 groups={"panel": panel_keys, "image": image_keys})  # name -> [B, T] bool
@@ -212,7 +212,7 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
         raise RuntimeError(
             f"candidate layer {layer} got attention_mask={None if attention_mask is None else attention_mask.dtype}; "
             f"the probe needs the additive float mask that the '{ATTENTION}' mask function materialises. "
-            "Load the model with helpers.models.load_model (or attn_implementation set to it for the text backbone)."
+            "Load the model with helpers.engine.load_model (or attn_implementation set to it for the text backbone)."
         )
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
@@ -583,7 +583,7 @@ def _check_read(spec: Read) -> int:
 def probe(loaded, read: Read | None = None, intervene: Intervention | None = None):
     """Activate a read and/or an intervention for every forward (and generate step) run inside.
 
-    ``loaded``: a helpers.models.LoadedModel. Yields a Recording, complete once the block exits.
+    ``loaded``: a helpers.engine.LoadedModel. Yields a Recording, complete once the block exits.
     """
     with _probe(loaded, read, intervene) as state:
         yield state.recording
@@ -608,7 +608,7 @@ def _probe(
         if module.config._attn_implementation != ATTENTION:
             raise RuntimeError(
                 f"the text backbone runs attention '{module.config._attn_implementation}', "
-                f"not '{ATTENTION}': load the model with helpers.models.load_model"
+                f"not '{ATTENTION}': load the model with helpers.engine.load_model"
             )
     batches = set()
     carries = None

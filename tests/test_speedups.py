@@ -218,6 +218,7 @@ def test_a_shard_takes_its_share_first(monkeypatch):
         workers.worker_count()
 
 
+@pytest.mark.notebooks
 def test_workers_fork_inside_a_notebook_kernel(tmp_path, monkeypatch):
     """The runner's kernels fork their workers after the model is loaded: a chunked run in a papermill kernel
     at 2 workers finishes and gives the arrays of 1 worker."""
