@@ -41,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from helpers import cache, paths, runs, workers
+from helpers.engine.devices import resolve_device
 from helpers.params import ParameterError, check_run
 from helpers.steps import STEPS, producer, waits_for
 
@@ -415,11 +416,7 @@ def default_jobs(overrides: dict) -> int:
     it starts, compiles or makes its tables); one on an accelerator, where two would each hold the model. The
     device is the one "auto" resolves to here."""
     device = overrides.get("device", "cpu")
-    if device == "auto":
-        from helpers.engine.devices import resolve_device
-
-        device = resolve_device(device)
-    return 2 if device == "cpu" else 1
+    return 2 if (resolve_device(device) if device == "auto" else device) == "cpu" else 1
 
 
 if __name__ == "__main__":
