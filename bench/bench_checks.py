@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from helpers import paths
+from helpers.storage import paths
 
 COMMANDS = {
     "refusal: a size (n_items 1)": ["-m", "helpers.run", "03", "-p", "n_items", "1", "--out", "{out}"],

@@ -15,7 +15,7 @@ what a load from other processes changes least):
   peak measured here) and the fixed cost per call;
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
   and the speed-up N idle cores would give, N x CPU(1 worker) / CPU(N workers, children included);
-- the projected `make figures` time: each notebook's planned copies (helpers/steps.py) at the measured
+- the projected `make figures` time: each notebook's planned copies (helpers/runner/steps.py) at the measured
   per-copy time, divided by the idle-core speed-up of the workers;
 - bf16 on CPU (the `dtype` parameter) against fp32: the NCS call's time and the largest deviation of
   the letter probabilities over a few items;
@@ -43,18 +43,19 @@ from unittest import mock
 import numpy as np
 import torch
 
-from helpers import paths, steering, workers
-from helpers.cache import ResultCache
-from helpers.controls import layer_matched_sets, with_controls
-from helpers.design import SETTINGS
 from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, load_model, run_head_sets
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.mcq import letter_probs
-from helpers.headsets import load_settings
-from helpers.items import items_of
-from helpers.params import declared_parameters
-from helpers.steps import STEPS
-from helpers.stimuli import grid_items, load_corpus, single_image_items
+from helpers.measures import steering
+from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.runner.params import declared_parameters
+from helpers.runner.steps import STEPS
+from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
+from helpers.stimuli.design import SETTINGS
+from helpers.stimuli.prepared import items_of
+from helpers.storage import paths, workers
+from helpers.storage.cache import ResultCache
+from helpers.storage.headsets import load_settings
 
 RENDERS_PER_ITEM = 5.5  # chunks of 10 of 100 items, each rendering items 0..stop: 550 renders per 100 items
 
@@ -202,7 +203,7 @@ def worker_speedup(lm, n_workers: int, repeats: int) -> dict:
 
 
 def projection(per_copy: dict, n_workers: int, speedup: float) -> dict:
-    """make figures' copies per notebook (helpers/steps.py, at the notebooks' defaults) at the measured
+    """make figures' copies per notebook (helpers/runner/steps.py, at the notebooks' defaults) at the measured
     per-copy time (CERS items for 03, NCS items otherwise), and the total at n_workers."""
     out = {}
     for notebook in ("03_cers", "04_ncs", "05_controls"):

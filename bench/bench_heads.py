@@ -24,7 +24,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, Qwen3Config, Qwen3VLConfig
 
 from bench.bench_figures import _interleaved
-from helpers import paths
 from helpers.engine import (
     ATTENTION,
     HIDE,
@@ -39,6 +38,7 @@ from helpers.engine import (
     stack_head_sets,
     wrap_model,
 )
+from helpers.storage import paths
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128  # Qwen3-VL-8B's attention shape
 VISION_WIDTH = 256  # the paper-shaped VLM's vision tower (see vision_share_8b)
@@ -114,7 +114,7 @@ def _paper_case(mode: str, tokens: int, layers: int):
 def toy_strip_batch(lm: LoadedModel, n_items: int):
     """A real batch of ordinal strip questions for the toy: (Batch, Read of query rows -> target panel, image)."""
     from helpers.engine import build_batch
-    from helpers.stimuli import load_corpus, strip_items
+    from helpers.stimuli.corpora import load_corpus, strip_items
 
     items = strip_items(load_corpus("cm"), n_items, seed=0, query="ord")
     batch = build_batch(lm.processor, items)

@@ -9,7 +9,7 @@
 
 Shard i is `python -m helpers.run <notebooks> <the -p overrides> --shard i/n --workers <cpus>`, run from
 this repository (its folder and the cache folder must be reachable under the same paths where the
-engine places the task: one machine, or a shared file system). Shards fill the cache (helpers/workers.py)
+engine places the task: one machine, or a shared file system). Shards fill the cache (helpers/storage/workers.py)
 and write their tables only into build/shards/. Once every shard has finished, the plain run of the same
 notebooks and overrides assembles every table from the cache, here (`--no-assemble` skips it).
 """
@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-from helpers import paths
+from helpers.storage import paths
 
 
 def runner_command(notebooks: list[str], overrides: list[list[str]], out: str | None, *extra: str) -> list[str]:

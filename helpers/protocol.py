@@ -10,16 +10,16 @@ copy. For each head-set S the card holds:
 
 - provenance: the model and its weights fingerprint; what the discovery score was (setting, corpus,
   query, source, k, selection); the half-split noise ceiling of its discovery data where known;
-- the baseline audit of the evaluation data (helpers/baselines.py);
+- the baseline audit of the evaluation data (helpers/measures/baselines.py);
 - necessity: NCS and NCS_grid against layer-matched random sets (rank p with its floor, z, effect with
   an interval, Holm across the head-sets given);
 - steerability: CERS against layer-matched and any-layer random sets at the chosen beta, a beta sweep;
 - generic damage (attention sinks, text-heavy heads, whole layers, random 2k / 4k heads) and the row
   groups where necessity acts (all / question + option / last);
-- a verdict table (helpers/verdicts.py) and a conclusion built from its rows.
+- a verdict table (helpers/studies/verdicts.py) and a conclusion built from its rows.
 
 Every run goes through the result cache with the same draws as notebooks 03-05 (the named streams of
-helpers/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
+helpers/runner/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
 """
 
 import argparse
@@ -34,20 +34,28 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers import headsets, paths, runs, sizes, verdicts
-from helpers.baselines import audit
-from helpers.cache import ResultCache
-from helpers.controls import any_layer_sets, damage_table, generic_damage_sets, layer_matched_controls, with_controls
-from helpers.design import SETTINGS, parse_setting
-from helpers.discovery import discover, setting_scores
 from helpers.engine import HIDE, load_model
 from helpers.engine.loading import model_fingerprint
-from helpers.head_mass import mass_run
-from helpers.necessity import ncs, necessity_run
-from helpers.overlap import half_split_overlaps, split_halves
-from helpers.profiles import PROFILES, forward_copies, sizes_for
-from helpers.stats import against_random, holm, t_interval
-from helpers.steering import cers, ncs_grid, steering_run
+from helpers.measures.baselines import audit
+from helpers.measures.controls import (
+    any_layer_sets,
+    damage_table,
+    generic_damage_sets,
+    layer_matched_controls,
+    with_controls,
+)
+from helpers.measures.discovery import discover, setting_scores
+from helpers.measures.head_mass import mass_run
+from helpers.measures.necessity import ncs, necessity_run
+from helpers.measures.overlap import half_split_overlaps, split_halves
+from helpers.measures.stats import against_random, holm, t_interval
+from helpers.measures.steering import cers, ncs_grid, steering_run
+from helpers.runner import sizes
+from helpers.stimuli.design import SETTINGS, parse_setting
+from helpers.storage import headsets, paths, runs
+from helpers.storage.cache import ResultCache
+from helpers.studies import verdicts
+from helpers.studies.profiles import PROFILES, forward_copies, sizes_for
 
 DISCOVERY_BATCH = 16  # 01_discovery's batch size: its cache chunks
 
@@ -56,7 +64,7 @@ DISCOVERY_BATCH = 16  # 01_discovery's batch size: its cache chunks
 class HeadSet:
     name: str  # shown in every table; names its random streams (a setting's: those of 03-05)
     path: Path
-    record: dict  # the validated head-set file (helpers/headsets.py) with its mask
+    record: dict  # the validated head-set file (helpers/storage/headsets.py) with its mask
 
     @property
     def mask(self) -> np.ndarray:  # [L, H] bool
@@ -107,7 +115,7 @@ class Protocol:
             params.heads, params.data_dir, params.model, self.n_layers, self.n_heads, params.import_k
         )
 
-    # ---- cached runs (the same calls as helpers/experiment.py, at this card's sizes)
+    # ---- cached runs (the same calls as helpers/studies/experiment.py, at this card's sizes)
 
     def steer(self, sets: np.ndarray, beta: float) -> dict[str, np.ndarray]:
         p = self.params

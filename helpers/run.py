@@ -14,13 +14,13 @@ paper_figures/ and data/. Each notebook (`notebooks/NN_name.py`, a jupytext perc
 with kernel `python3` in `notebooks/`; its executed copy (.ipynb, with every output and figure, and an
 .html rendering) lands in the run's notebooks/ folder beside `run.json` (parameters, versions, the
 model's fingerprint, the time each notebook took). Before any notebook starts, the files each reads from
-earlier notebooks must exist or be made earlier in the run (helpers/steps.py); the first failure stops the
+earlier notebooks must exist or be made earlier in the run (helpers/runner/steps.py); the first failure stops the
 run and names the cell.
 With two jobs a notebook starts once the notebooks it reads from are done (06 beside 00-02, 03 beside 04):
 each one's chunk workers take the cores the other leaves idle while it starts a kernel, imports, compiles
 or makes its tables, and the cells' output is not echoed (it is in the executed notebooks).
 
-`--shard i/n` runs the notebooks as shard i of n (helpers/workers.py): it fills the cache folder with its
+`--shard i/n` runs the notebooks as shard i of n (helpers/storage/workers.py): it fills the cache folder with its
 share of every run's chunks (and any chunk no other process holds) and writes its tables and notebooks
 into build/shards/, never into a run folder; a plain run afterwards with the same cache assembles them.
 """
@@ -40,10 +40,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from helpers import cache, paths, runs, workers
 from helpers.engine.devices import resolve_device
-from helpers.params import ParameterError, check_run
-from helpers.steps import STEPS, producer, waits_for
+from helpers.runner.params import ParameterError, check_run
+from helpers.runner.steps import STEPS, producer, waits_for
+from helpers.storage import cache, paths, runs, workers
 
 
 def notebook_sources() -> list[Path]:
@@ -243,7 +243,9 @@ def _schedule(sources: list[Path], execute, jobs: int) -> None:
                 pending.remove(src)
                 running[pool.submit(execute, src)] = src
             if not running:
-                raise RuntimeError(f"notebooks {[src.stem for src in pending]} wait for each other (helpers/steps.py)")
+                raise RuntimeError(
+                    f"notebooks {[src.stem for src in pending]} wait for each other (helpers/runner/steps.py)"
+                )
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 src = running.pop(future)

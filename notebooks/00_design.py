@@ -42,12 +42,12 @@ cache_dir = None
 # %%
 import pandas as pd
 
-from helpers import params, report
-from helpers.design import k_for
 from helpers.engine import load_model
 from helpers.figures.design import design_table, plot_design_grid
 from helpers.figures.stimuli import plot_example_stimuli
-from helpers.steps import STEPS
+from helpers.runner import params, report
+from helpers.runner.steps import STEPS
+from helpers.stimuli.design import k_for
 
 P = params.gather(globals(), "00_design")
 

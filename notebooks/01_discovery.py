@@ -46,14 +46,15 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import headsets, params, paths, report
-from helpers.cache import ResultCache
-from helpers.design import k_for
-from helpers.discovery import all_setting_scores, discover_all, panel_profile
 from helpers.engine import load_model
 from helpers.figures.discovery import plot_score_maps, plot_strip_overview
-from helpers.overlap import top_k, top_k_per_layer
-from helpers.stimuli import load_corpus, strip_items
+from helpers.measures.discovery import all_setting_scores, discover_all, panel_profile
+from helpers.measures.overlap import top_k, top_k_per_layer
+from helpers.runner import params, report
+from helpers.stimuli.corpora import load_corpus, strip_items
+from helpers.stimuli.design import k_for
+from helpers.storage import headsets, paths
+from helpers.storage.cache import ResultCache
 
 P = params.gather(globals(), "01_discovery")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
@@ -156,6 +157,6 @@ report.figure(fig, "discovery_strip_overview", P.out_dir)
 
 # %%
 if P.interactive:
-    from helpers.explorer import show_explorer
+    from helpers.studies.explorer import show_explorer
 
     show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)

@@ -44,13 +44,10 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report
-from helpers.cache import ResultCache
-from helpers.design import k_for
-from helpers.discovery import all_setting_scores, discover_all
 from helpers.engine import load_model
 from helpers.figures.overlap import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
-from helpers.overlap import (
+from helpers.measures.discovery import all_setting_scores, discover_all
+from helpers.measures.overlap import (
     ceiling_table,
     half_split_overlaps,
     one_factor_pairs,
@@ -61,6 +58,9 @@ from helpers.overlap import (
     top_k,
     top_k_curve,
 )
+from helpers.runner import params, report
+from helpers.stimuli.design import k_for
+from helpers.storage.cache import ResultCache
 
 P = params.gather(globals(), "02_overlap")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
@@ -195,6 +195,6 @@ chance_table = report.table(chance_table, "fig07_chance_overlap", P.out_dir)
 
 # %%
 if P.interactive:
-    from helpers.explorer import show_explorer
+    from helpers.studies.explorer import show_explorer
 
     show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)

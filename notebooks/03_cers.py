@@ -46,13 +46,13 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report, sizes
-from helpers.controls import any_layer_sets
-from helpers.design import SETTINGS
-from helpers.experiment import Experiment
 from helpers.figures.causal import plot_against_random, plot_beta_sweep
-from helpers.stats import against_random, random_summary
-from helpers.steering import cers, symmetric_cers
+from helpers.measures.controls import any_layer_sets
+from helpers.measures.stats import against_random, random_summary
+from helpers.measures.steering import cers, symmetric_cers
+from helpers.runner import params, report, sizes
+from helpers.stimuli.design import SETTINGS
+from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "03_cers")
 exp = Experiment(P)

@@ -45,13 +45,13 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import params, report, sizes
-from helpers.design import SETTINGS, parse_setting
-from helpers.experiment import Experiment
 from helpers.figures.causal import plot_against_random
-from helpers.necessity import drop, ncs
-from helpers.stats import against_random, bootstrap_interval, holm, paired_t
-from helpers.steering import ncs_grid
+from helpers.measures.necessity import drop, ncs
+from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
+from helpers.measures.steering import ncs_grid
+from helpers.runner import params, report, sizes
+from helpers.stimuli.design import SETTINGS, parse_setting
+from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "04_ncs")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 05

@@ -57,23 +57,25 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers import claims, params, paths, report, sizes
-from helpers.controls import (
+from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
+from helpers.measures.controls import (
     attention_matched_sets,
     damage_table,
     generic_damage_sets,
     layer_matched_sets,
     with_controls,
 )
-from helpers.design import k_for
-from helpers.experiment import Experiment
-from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
-from helpers.head_mass import mass_run, set_mass_statistics
-from helpers.headsets import load_score_maps
-from helpers.necessity import ncs
-from helpers.overlap import top_k
-from helpers.stats import against_random, excess_over_random, holm, rank_p, spearman
-from helpers.steering import cers
+from helpers.measures.head_mass import mass_run, set_mass_statistics
+from helpers.measures.necessity import ncs
+from helpers.measures.overlap import top_k
+from helpers.measures.stats import against_random, excess_over_random, holm, rank_p, spearman
+from helpers.measures.steering import cers
+from helpers.runner import params, report, sizes
+from helpers.stimuli.design import k_for
+from helpers.storage import paths
+from helpers.storage.headsets import load_score_maps
+from helpers.studies import claims
+from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "05_controls")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 04
@@ -320,7 +322,7 @@ report.figure(fig, "table17_mass_cers", P.out_dir)
 # ## The paper's claims beside this run
 # One row per claim of the abstract: the paper's number, this run's number read from the tables that
 # notebooks 02-05 wrote into this run's folder, and whether the claim holds here, decided by the rule
-# in helpers/claims.py. RESULTS.md in the run folder digests this table and the headline numbers.
+# in helpers/studies/claims.py. RESULTS.md in the run folder digests this table and the headline numbers.
 
 # %%
 claims_table = report.table(claims.claims(P.out_dir), "claims", P.out_dir, float_format="%.4g", digits=4)

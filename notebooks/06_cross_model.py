@@ -57,9 +57,14 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from helpers import params, report
-from helpers.cache import ResultCache
-from helpers.cross_model import (
+from helpers.engine import load_model
+from helpers.figures.cross_model import plot_overlaps_per_model
+from helpers.measures.stats import against_random, t_interval
+from helpers.runner import params, report
+from helpers.stimuli.pointing import SYNTHETIC
+from helpers.stimuli.pointing_convert import converted_task
+from helpers.storage.cache import ResultCache
+from helpers.studies.cross_model import (
     AUDIT,
     CAUSAL,
     LAST,
@@ -76,13 +81,8 @@ from helpers.cross_model import (
     ranges,
     region_contrast_runs,
 )
-from helpers.engine import load_model
-from helpers.figures.cross_model import plot_overlaps_per_model
-from helpers.pointing import SYNTHETIC
-from helpers.pointing_convert import converted_task
-from helpers.pointing_runs import score_suite
-from helpers.stats import against_random, t_interval
-from helpers.verdicts import AUDIT_RANGES
+from helpers.studies.pointing_runs import score_suite
+from helpers.studies.verdicts import AUDIT_RANGES
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
@@ -130,7 +130,7 @@ for name in P.models:
 # ## Table 22: the baseline audit
 # Mean P(correct) without intervention: oracle grid (the prompt names the target cell; expect about 1),
 # blank floor (expect 0.25), the NCS arms matched (about 1) and mismatched (0.25), each against the range
-# printed below (helpers.verdicts.AUDIT_RANGES, the same ranges as 07's report card); `card targets`: an
+# printed below (helpers.studies.verdicts.AUDIT_RANGES, the same ranges as 07's report card); `card targets`: an
 # embedded toy's eight held-out targets met. The paper's rows are Qwen3-VL-8B on its converted benchmarks.
 
 # %%

@@ -46,8 +46,10 @@ data_dir = None
 cache_dir = None
 
 # %%
-from helpers import params, paths, protocol, report
+from helpers import protocol
 from helpers.figures.explorer import plot_random_histograms
+from helpers.runner import params, report
+from helpers.storage import paths
 
 P = params.gather(globals(), "07_protocol")
 card_protocol = protocol.Protocol(P)
@@ -60,7 +62,7 @@ card = protocol.build_card(card_protocol)
 # %% [markdown]
 # ## Verdicts and conclusion
 # One row per check: pass / fail / not interpretable / not run, the number it rests on and the reason
-# (thresholds in `helpers/verdicts.py`). The conclusion is generated from these rows.
+# (thresholds in `helpers/studies/verdicts.py`). The conclusion is generated from these rows.
 
 # %%
 report.table(card["verdicts"], "protocol_verdicts", P.out_dir)
@@ -110,6 +112,6 @@ print("wrote", *map(paths.shown, written))
 
 # %%
 if P.interactive:
-    from helpers.explorer import show_explorer
+    from helpers.studies.explorer import show_explorer
 
     show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from helpers import paths
-from helpers.workers import WORKERS_ENV
+from helpers.storage import paths
+from helpers.storage.workers import WORKERS_ENV
 
 
 @pytest.fixture(autouse=True)

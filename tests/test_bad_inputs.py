@@ -16,8 +16,10 @@ import torch
 from PIL import Image
 from transformers import MllamaConfig
 
-from helpers import headsets, params, paths, run
+from helpers import run
 from helpers.engine import ATTENTION, HIDE, Intervention, Read, heads_to_mask, load_model, probe, wrap_model
+from helpers.runner import params
+from helpers.storage import headsets, paths
 from tests.tiny_models import tiny_inputs, tiny_model
 
 TOY_HEADS = "128 heads"  # the toy: 8 layers x 16 heads

@@ -2,10 +2,10 @@
 
 Every executed notebook — the smoke run's (made in this test session) and the published default run's
 (paper_figures/notebooks/, once `make figures` has published them) — opens without running anything, shows
-at least the figures its step declares (helpers/steps.py) as loaded images, and no cell shows an error.
+at least the figures its step declares (helpers/runner/steps.py) as loaded images, and no cell shows an error.
 Screenshots go to build/browser/.
 
-The head-set explorer (helpers/explorer.py) runs live: a one-cell notebook shows it on the toy, and
+The head-set explorer (helpers/studies/explorer.py) runs live: a one-cell notebook shows it on the toy, and
 changing its setting and k redraws the score map and overlap images.
 """
 
@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from helpers import paths
-from helpers.steps import STEPS
+from helpers.runner.steps import STEPS
+from helpers.storage import paths
 from tests.browser import (
     browser_missing,
     chromium_page,
@@ -95,7 +95,7 @@ def explorer_notebook(folder) -> str:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     cell = nbformat.v4.new_code_cell(
-        "from helpers.explorer import show_explorer\n\nexplorer = show_explorer(model='toy')"
+        "from helpers.studies.explorer import show_explorer\n\nexplorer = show_explorer(model='toy')"
     )
     notebook = nbformat.v4.new_notebook(cells=[cell])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-import helpers.cache as cache_module
-from helpers import discovery, head_mass, items, necessity, pointing_runs, steering
-from helpers.cache import ResultCache, cache_key
-from helpers.code_hash import _decides_results, _project_imports, code_version, project_root
-from helpers.pointing import SYNTHETIC
+import helpers.storage.cache as cache_module
+from helpers.measures import discovery, head_mass, necessity, steering
+from helpers.stimuli import prepared as items
+from helpers.stimuli.pointing import SYNTHETIC
+from helpers.storage.cache import ResultCache, cache_key
+from helpers.storage.code_hash import _decides_results, _project_imports, code_version, project_root
+from helpers.studies import pointing_runs
 
 
 def test_key_ignores_dict_order_and_separates_values():
@@ -135,7 +137,7 @@ def test_every_cached_computation_is_listed():
     """Every ResultCache entry named in helpers/ (the first argument of cached_chunks or get_or_compute, a
     string; the engine's in-memory memos pass a model) belongs to a computation in CACHED_COMPUTATIONS."""
     named = set()
-    for path in Path(cache_module.__file__).parent.rglob("*.py"):
+    for path in Path(cache_module.__file__).parents[1].rglob("*.py"):  # all of helpers/
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -213,9 +215,20 @@ def test_code_version_survives_moves_and_follows_code(tmp_path):
 
 
 def test_code_version_of_the_real_analyses_covers_the_engine():
-    used = _project_imports("helpers.necessity")
-    assert {"helpers.engine.attention", "helpers.engine.inputs", "helpers.engine.loading", "helpers.stimuli"} <= used
-    assert "helpers.discovery" not in used and "helpers.figures" not in used
+    used = _project_imports("helpers.measures.necessity")
+    assert {
+        "helpers.engine.attention",
+        "helpers.engine.inputs",
+        "helpers.engine.loading",
+        "helpers.stimuli.corpora",
+    } <= used
+    assert "helpers.measures.discovery" not in used and "helpers.figures" not in used
     root = project_root(Path(cache_module.__file__))
     kept_only = {name for name in used if not _decides_results(name, root)}
-    assert kept_only == {"helpers.cache", "helpers.code_hash", "helpers.files", "helpers.paths", "helpers.workers"}
+    assert kept_only == {
+        "helpers.storage.cache",
+        "helpers.storage.code_hash",
+        "helpers.storage.files",
+        "helpers.storage.paths",
+        "helpers.storage.workers",
+    }

@@ -7,7 +7,7 @@ import torch
 
 from helpers.engine import HIDE, Read, attention, build_batch, compile_decoder_layers, load_model, probe, run_head_sets
 from helpers.engine.mcq import letter_probs
-from helpers.stimuli import grid_items, load_corpus, single_image_items
+from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +73,9 @@ def test_small_attention_equals_sdpa(toy, monkeypatch):
 def test_forked_workers_compile_without_waiting_on_the_parent(tmp_path, monkeypatch):
     """Workers forked from a process with compiled layers compile the kinds of forward their parent has not
     run yet (here every kind: the parent forks before its first forward) and give the eager results."""
-    from helpers import workers
-    from helpers.cache import ResultCache
-    from helpers.steering import steering_run
+    from helpers.measures.steering import steering_run
+    from helpers.storage import workers
+    from helpers.storage.cache import ResultCache
 
     sets = np.zeros((3, 8, 16), dtype=bool)
     sets[:, 2, :4] = True

@@ -5,8 +5,9 @@ import re
 import numpy as np
 import pytest
 
-from helpers import paths, sizes
-from helpers.controls import any_layer_sets, layer_matched_sets
+from helpers.measures.controls import any_layer_sets, layer_matched_sets
+from helpers.runner import sizes
+from helpers.storage import paths
 
 
 def _head_set():
@@ -43,7 +44,7 @@ def test_any_layer_sets_draw_k_heads_from_everywhere():
 
 
 def test_layer_matched_controls_are_one_stream_per_setting_and_r_20_is_a_prefix_of_r_250():
-    from helpers.controls import layer_matched_controls
+    from helpers.measures.controls import layer_matched_controls
 
     head_set = _head_set()
     many = layer_matched_controls(head_set, "co-ref-qsp", 250, seed=7)
@@ -93,7 +94,7 @@ def test_stream_names_in_use_are_unique_and_registered():
 
 
 def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():
-    from helpers.controls import attention_matched_sets
+    from helpers.measures.controls import attention_matched_sets
 
     head_set = _head_set()
     mass = np.tile(np.arange(6.0), (4, 1))  # head h of every layer has mass h
@@ -111,7 +112,7 @@ def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():
 
 
 def test_whole_layers_avoid_s_and_prefer_the_middle():
-    from helpers.controls import whole_layers
+    from helpers.measures.controls import whole_layers
 
     head_set = _head_set()  # S in layers 0 and 2 of 4
     one = whole_layers(head_set, 1)
@@ -122,7 +123,7 @@ def test_whole_layers_avoid_s_and_prefer_the_middle():
 
 
 def test_with_controls_puts_s_first():
-    from helpers.controls import with_controls
+    from helpers.measures.controls import with_controls
 
     head_set = _head_set()
     controls = layer_matched_sets(head_set, 3, seed=0)
@@ -131,7 +132,7 @@ def test_with_controls_puts_s_first():
 
 
 def test_generic_damage_sets_and_their_table():
-    from helpers.controls import damage_table, generic_damage_sets
+    from helpers.measures.controls import damage_table, generic_damage_sets
 
     head_set = np.zeros((4, 8), dtype=bool)
     head_set[1, :2] = head_set[2, 5] = True  # k = 3

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from helpers import params, paths
-from helpers.cross_model import AUDIT, NATIVE, audit_row, card_targets, overlap_rows, ranges
+from helpers.runner import params
+from helpers.storage import paths
+from helpers.studies.cross_model import AUDIT, NATIVE, audit_row, card_targets, overlap_rows, ranges
 
 
 def test_audit_flags_each_baseline_outside_its_range_and_a_toy_that_misses_card_targets():

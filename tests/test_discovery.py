@@ -5,10 +5,10 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText, Qwen3VLForConditionalGeneration
 
-from helpers import discovery
-from helpers.cache import ResultCache
 from helpers.engine import build_batch, load_model
-from helpers.stimuli import load_corpus, strip_items
+from helpers.measures import discovery
+from helpers.stimuli.corpora import load_corpus, strip_items
+from helpers.storage.cache import ResultCache
 from helpers.toy.build import build_config, build_processor
 
 

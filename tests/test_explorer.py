@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
-from helpers import paths
-from helpers.explorer import Explorer, ExplorerData, run_folders
 from helpers.figures.explorer import (
     overlap_codes,
     plot_attention_overlay,
@@ -13,7 +11,9 @@ from helpers.figures.explorer import (
     plot_random_histograms,
     plot_score_map,
 )
-from helpers.overlap import top_k
+from helpers.measures.overlap import top_k
+from helpers.storage import paths
+from helpers.studies.explorer import Explorer, ExplorerData, run_folders
 
 SCORES = np.arange(24, dtype=float).reshape(4, 6) / 24  # [L, H]
 

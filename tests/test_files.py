@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import files, headsets, paths
 from helpers.figures.writers import save_table
+from helpers.storage import files, headsets, paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def test_tables_and_head_sets_go_through_atomic_write(tmp_path, monkeypatch):
     written = []
     real = files.atomic_write
     monkeypatch.setattr("helpers.figures.writers.atomic_write", lambda p, c: written.append(p.name) or real(p, c))
-    monkeypatch.setattr("helpers.headsets.atomic_write", lambda p, c: written.append(p.name) or real(p, c))
+    monkeypatch.setattr("helpers.storage.headsets.atomic_write", lambda p, c: written.append(p.name) or real(p, c))
     save_table(pd.DataFrame({"a": [1.0, 2.0]}), "t", tmp_path)
     mask = np.zeros((2, 3), bool)
     mask[1, 2] = True
@@ -90,11 +90,11 @@ RUN = """
 import sys
 from pathlib import Path
 import numpy as np
-from helpers import paths
+from helpers.storage import paths
 out = Path(sys.argv[1])
 paths.FINGERPRINTS = out / "fingerprints.json"
-from helpers.cache import ResultCache
-from helpers.discovery import discover
+from helpers.storage.cache import ResultCache
+from helpers.measures.discovery import discover
 from helpers.engine import load_model
 cache = ResultCache(out / "results")
 arrays = discover(load_model("toy"), "cm", "ord", n_strips=24, seed=0, cache=cache, strips_per_forward=2)

@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-from helpers import files, paths
-from helpers.cache import code_version
 from helpers.engine import load_model
 from helpers.engine.loading import model_fingerprint
-from helpers.stimuli import corpus_identity, load_corpus
+from helpers.stimuli.corpora import corpus_identity, load_corpus
+from helpers.storage import files, paths
+from helpers.storage.cache import code_version
 from tests.tiny_models import tiny_model
 
 
@@ -133,8 +133,10 @@ def test_class_folders_that_collide_are_refused(tmp_path):
 
 
 def test_code_identity_follows_used_modules_not_docstrings():
-    assert code_version("helpers.steering") == code_version("helpers.steering")
+    assert code_version("helpers.measures.steering") == code_version("helpers.measures.steering")
     # tests/test_cache.py edits a fake project; here: the analyses' keys cover the new identity helpers
-    from helpers.code_hash import _project_imports
+    from helpers.storage.code_hash import _project_imports
 
-    assert {"helpers.files", "helpers.stimuli", "helpers.engine.loading"} <= _project_imports("helpers.discovery")
+    assert {"helpers.storage.files", "helpers.stimuli.corpora", "helpers.engine.loading"} <= _project_imports(
+        "helpers.measures.discovery"
+    )

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import head_mass, necessity
-from helpers.cache import ResultCache
 from helpers.engine import build_batch, load_model
-from helpers.stimuli import grid_items, load_corpus, single_image_items
+from helpers.measures import head_mass, necessity
+from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
+from helpers.storage.cache import ResultCache
 
 
 @pytest.fixture(scope="module")

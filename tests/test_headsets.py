@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import headsets
+from helpers.storage import headsets
 
 
 def test_round_trip_best_first(tmp_path):

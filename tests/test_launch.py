@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from helpers import launch, paths, run
+from helpers import launch, run
+from helpers.storage import paths
 
 SMALL = [["n_items", "12"], ["n_random", "2"], ["n_boot", "50"]]  # 2 chunks per run, so the shards split them
 OPTIONS = [item for pair in SMALL for item in ("-p", *pair)]

@@ -12,8 +12,9 @@ import jupytext
 import nbformat
 import pytest
 
-from helpers import paths, run
-from helpers.steps import STEPS, waits_for
+from helpers import run
+from helpers.runner.steps import STEPS, waits_for
+from helpers.storage import paths
 
 SOURCES = run.notebook_sources()
 
@@ -140,7 +141,7 @@ def test_smoke_run_of_every_notebook(smoke_run):
 
 
 def test_only_the_default_configuration_publishes():
-    from helpers import runs
+    from helpers.storage import runs
 
     assert runs.folders_for("toy", {}, publish=True) == runs.PUBLISHED
     scratch = runs.folders_for("toy", {"n_strips": 40})
@@ -153,7 +154,7 @@ def test_only_the_default_configuration_publishes():
 
 
 def test_runner_checks_a_notebooks_inputs_first_and_names_the_producer(tmp_path):
-    from helpers import runs
+    from helpers.storage import runs
 
     folders = runs.in_folder(tmp_path)
     source = paths.NOTEBOOKS / "04_ncs.py"
@@ -163,7 +164,7 @@ def test_runner_checks_a_notebooks_inputs_first_and_names_the_producer(tmp_path)
 
 
 def test_parameters_are_gathered_from_the_parameters_cell():
-    from helpers import params
+    from helpers.runner import params
 
     declared = params.declared_parameters("03_cers")
     namespace = {**declared, "beta": 3.0}

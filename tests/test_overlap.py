@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import overlap as ov
+from helpers.measures import overlap as ov
 
 
 def test_top_k_picks_largest_and_breaks_ties_by_index():

@@ -5,8 +5,10 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import params, paths, run
-from helpers.design import SETTINGS, k_for, parse_setting
+from helpers import run
+from helpers.runner import params
+from helpers.stimuli.design import SETTINGS, k_for, parse_setting
+from helpers.storage import paths
 
 
 def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
@@ -80,7 +82,7 @@ def test_design_names_and_k():
 def test_environment_yml_installs_the_pinned_requirements():
     """environment.yml takes every pin from requirements*.txt (no second list to drift) and no CUDA-only
     package, so it solves on a CPU-only machine."""
-    from helpers import paths
+    from helpers.storage import paths
 
     env = (paths.ROOT / "environment.yml").read_text()
     files = {"requirements.txt", "requirements-dev.txt", "requirements-cluster.txt"}
@@ -109,6 +111,6 @@ def test_device_auto_schedules_by_the_device_it_resolves_to(monkeypatch):
 def test_the_parameter_checks_import_no_torch():
     """A bad value is refused without torch or transformers (about half a second, bench/bench_checks.py)."""
     heavy = "{'torch', 'transformers', 'jupytext'}"
-    code = f"import sys, helpers.run, helpers.params; print(sorted({heavy} & set(sys.modules)))"
+    code = f"import sys, helpers.run, helpers.runner.params; print(sorted({heavy} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.pointing import EXPECTED, SYNTHETIC, VARIANTS, audit_task, task_items
-from helpers.pointing_convert import BenchmarkError, converted_task
-from helpers.stimuli import BLANK_GREY, LETTERS
+from helpers.stimuli.corpora import BLANK_GREY, LETTERS
+from helpers.stimuli.pointing import EXPECTED, SYNTHETIC, VARIANTS, audit_task, task_items
+from helpers.stimuli.pointing_convert import BenchmarkError, converted_task
 
 
 @pytest.mark.parametrize("name", sorted(SYNTHETIC))

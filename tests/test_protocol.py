@@ -12,13 +12,16 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from helpers import headsets, params, paths, protocol, verdicts
-from helpers.controls import layer_matched_controls, layer_matched_sets
-from helpers.design import SETTINGS
-from helpers.experiment import Experiment
-from helpers.necessity import ncs
-from helpers.stats import against_random
-from helpers.steering import cers
+from helpers import protocol
+from helpers.measures.controls import layer_matched_controls, layer_matched_sets
+from helpers.measures.necessity import ncs
+from helpers.measures.stats import against_random
+from helpers.measures.steering import cers
+from helpers.runner import params
+from helpers.stimuli.design import SETTINGS
+from helpers.storage import headsets, paths
+from helpers.studies import verdicts
+from helpers.studies.experiment import Experiment
 
 SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
 SIZES.update(n_strips=32, n_splits=10)

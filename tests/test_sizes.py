@@ -3,7 +3,10 @@
 import pandas as pd
 import pytest
 
-from helpers import claims, params, run, runs, sizes, steps
+from helpers import run
+from helpers.runner import params, sizes, steps
+from helpers.storage import runs
+from helpers.studies import claims
 
 
 def _params(profile, smoke=False):

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import items as prepared
-from helpers import necessity, steering, workers
-from helpers.cache import ResultCache
 from helpers.engine import HIDE, build_batch, head_sets, load_model, run_head_sets
 from helpers.engine.mcq import letter_probs
-from helpers.stimuli import grid_items, load_corpus, single_image_items
+from helpers.measures import necessity, steering
+from helpers.stimuli import prepared as prepared
+from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
+from helpers.storage import workers
+from helpers.storage.cache import ResultCache
 
 SEED = 3
 
@@ -230,7 +231,7 @@ def test_workers_fork_inside_a_notebook_kernel(tmp_path, monkeypatch):
     )
     body = (
         '# %% tags=["parameters"]\nfolder = ""\n\n# %%\nimport numpy as np\nimport torch\n'
-        "from helpers.cache import ResultCache\n"
+        "from helpers.storage.cache import ResultCache\n"
         "torch.ones(64, 64) @ torch.ones(64, 64)  # the kernel has run torch before it forks\n"
         "out = ResultCache(folder).cached_chunks('w', {}, 6, 1, lambda a, b: {'v': np.arange(a, b) * np.pi})\n"
         "np.save(folder + '/out.npy', out['v'])\n"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers import stats
+from helpers.measures import stats
 
 
 @pytest.mark.parametrize("R, floor", [(20, 0.048), (100, 0.010), (250, 0.004)])

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from helpers.figures.stimuli import plot_example_stimuli
-from helpers.stimuli import (
+from helpers.stimuli.corpora import (
     BLANK_GREY,
     LETTERS,
     ImageFolderCorpus,

@@ -7,8 +7,8 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine import build_batch
 from helpers.engine.mcq import greedy_answers, letter_probs, option_token_ids, prob_correct
-from helpers.paths import TOY_MODEL
-from helpers.stimuli import SyntheticCorpus, build_items, strip_items
+from helpers.stimuli.corpora import SyntheticCorpus, build_items, strip_items
+from helpers.storage.paths import TOY_MODEL
 from helpers.toy.evaluate import THRESHOLDS, evaluate
 
 TEST_SEED = 4242

@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from helpers import paths
 from helpers.engine import HIDE, Intervention, load_model, probe, stack_head_sets
 from helpers.engine.inputs import build_batch
-from helpers.stimuli import SyntheticCorpus
+from helpers.stimuli.corpora import SyntheticCorpus
+from helpers.storage import paths
 from helpers.toy.build import build_processor
 from helpers.toy.evaluate import THRESHOLDS
 from helpers.toy.tasks import build_task_items

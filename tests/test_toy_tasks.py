@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers.stimuli import LETTERS, SyntheticCorpus, single_image_items, strip_items
+from helpers.stimuli.corpora import LETTERS, SyntheticCorpus, single_image_items, strip_items
 from helpers.toy.tasks import TOY_KINDS, build_task_items, retarget
 
 

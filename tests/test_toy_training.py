@@ -8,8 +8,8 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine import build_batch
 from helpers.engine.adapters import adapter_for
-from helpers.paths import TOY_MODEL
-from helpers.stimuli import SyntheticCorpus
+from helpers.stimuli.corpora import SyntheticCorpus
+from helpers.storage.paths import TOY_MODEL
 from helpers.toy.build import build_config, build_processor
 from helpers.toy.tasks import RETARGETABLE, build_task_items
 from helpers.toy.train import (

@@ -10,18 +10,23 @@ batch with one image per row (random pixels), as the family's processor would la
 from __future__ import annotations
 
 import torch
+from tokenizers import Tokenizer, models
 from transformers import (
     AutoModelForImageTextToText,
     AyaVisionConfig,
     Gemma3Config,
     Gemma4Config,
+    GotOcr2ImageProcessor,
     Idefics3Config,
     InternVLConfig,
+    InternVLProcessor,
+    InternVLVideoProcessor,
     Lfm2VlConfig,
     LlavaConfig,
     Mistral3Config,
     Ovis2Config,
     PaliGemmaConfig,
+    PreTrainedTokenizerFast,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
     Qwen3_5Config,
@@ -413,3 +418,45 @@ def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1, n_images: int
     if family == "gemma3":
         inputs["token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
     return inputs
+
+
+def tiny_tokenizer(words: dict[str, int], **named) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer whose only words are the special tokens ``words`` (token -> id; other text is
+    <unk>); ``named``: extra special tokens the processor reads as attributes (start_image_token="<img>", ...)."""
+    vocabulary = {"<pad>": PAD, "<unk>": 1, **words}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>")),
+        pad_token="<pad>",
+        unk_token="<unk>",
+        extra_special_tokens=named,
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": list(words)}, replace_extra_special_tokens=False)
+    return tokenizer
+
+
+def _internvl_processor() -> InternVLProcessor:
+    """The InternVL processor (dynamic tiling on, its default) on 56 x 56 tiles, 16 tokens per tile."""
+    words = {"<IMG_CONTEXT>": IMAGE_TOKEN, "<video>": VIDEO_TOKEN, "<img>": VISION_START, "</img>": VISION_END}
+    tokenizer = tiny_tokenizer(
+        words, start_image_token="<img>", end_image_token="</img>", context_image_token="<IMG_CONTEXT>",
+        video_token="<video>",
+    )  # fmt: skip
+    image_processor = GotOcr2ImageProcessor(size={"height": 56, "width": 56}, resample=NEAREST)
+    return InternVLProcessor(image_processor, tokenizer, InternVLVideoProcessor(), image_seq_length=16)
+
+
+PROCESSORS = {"internvl": _internvl_processor}
+NEAREST = 0  # PIL's NEAREST: resizing moves no pixel's value into a neighbouring cell
+
+
+def tiny_processor(family: str):
+    """The family's processor, built locally for its tiny model (nearest resampling); its image token is "<image>"
+    or the family's own (``processor.image_token``)."""
+    return PROCESSORS[family]()
+
+
+def local_vision(config):
+    """``config`` with a vision tower of no encoder layers: each image token's features then depend only on its
+    own patches' pixels (patch embedding, position embedding, the projector), as region mapping tests need."""
+    config.vision_config.num_hidden_layers = 0
+    return config

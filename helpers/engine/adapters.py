@@ -283,8 +283,9 @@ class Gemma4Adapter(Adapter):
 NO_REGION_MAPPING = (
     "{family} has no region mapping (pixel region -> image tokens): only the hand-written adapters "
     "({hand_written}) have one. Whole-image groups (image_positions) can be read, masked and steered; the "
-    "analyses that key on regions need one: discovery scores and panel profiles (helpers.discovery, notebooks "
-    "01-02 and the head-sets built from them), CERS steering and the grid NCS (helpers.steering, notebooks 03-04)"
+    "analyses that key on regions need one: discovery scores and panel profiles (helpers.measures.discovery, "
+    "notebooks 01-02 and the head-sets built from them), CERS steering and the grid NCS "
+    "(helpers.measures.steering, notebooks 03-04)"
 )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.stimuli import Item
+from helpers.engine.item import Item
 
 
 @dataclass

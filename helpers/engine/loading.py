@@ -11,13 +11,13 @@ import torch
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 from transformers.utils import logging as hf_logging
 
-from helpers import paths
 from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.allocator import keep_freed_memory
 from helpers.engine.attention import ATTENTION
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
 from helpers.engine.model_files import hub_snapshot, known_folder, missing_files, model_folder
-from helpers.files import file_hashes
+from helpers.storage import paths
+from helpers.storage.files import file_hashes
 
 
 @dataclass
@@ -107,7 +107,7 @@ def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") 
 def model_fingerprint(lm) -> str:
     """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
     the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,
-    chat template), each hashed once per version (helpers.files). `lm`: a LoadedModel (one built in memory
+    chat template), each hashed once per version (helpers.storage.files). `lm`: a LoadedModel (one built in memory
     is its name), or anything with a `name` (a model not loaded: its folder is looked up)."""
     folder = lm.folder if isinstance(lm, LoadedModel) else known_folder(lm.name)
     if folder is None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from helpers.engine.inputs import Batch, build_batch
-from helpers.stimuli import LETTERS, Item
+from helpers.engine.item import LETTERS, Item
 
 
 def option_token_ids(tokenizer, letters: Sequence[str] = LETTERS) -> list[int]:

@@ -14,7 +14,7 @@ import huggingface_hub
 from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 
-from helpers import paths
+from helpers.storage import paths
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 HUB_TIMEOUT_S = 3.0  # how long a check waits for the hub before calling this machine offline

@@ -3,7 +3,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from helpers.design import CORPORA, QUERIES, SETTINGS, SOURCES, parse_setting
+from helpers.stimuli.design import CORPORA, QUERIES, SETTINGS, SOURCES, parse_setting
 
 
 def design_table() -> pd.DataFrame:

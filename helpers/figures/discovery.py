@@ -6,9 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from helpers.design import SETTINGS
-from helpers.overlap import top_k
-from helpers.stimuli import Item
+from helpers.measures.overlap import top_k
+from helpers.stimuli.corpora import Item
+from helpers.stimuli.design import SETTINGS
 
 
 def plot_score_maps(mean_scores: dict[str, np.ndarray], k: int) -> plt.Figure:

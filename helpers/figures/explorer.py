@@ -1,4 +1,4 @@
-"""The head-set explorer's panels (helpers/explorer.py wires widgets to them; batch runs and tests call
+"""The head-set explorer's panels (helpers/studies/explorer.py wires widgets to them; batch runs and tests call
 them directly). Each takes computed arrays and returns a matplotlib figure; none computes.
 
 - plot_score_map: a layers x heads score map with a head-set outlined;
@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
-from helpers.stimuli import Item
+from helpers.stimuli.corpora import Item
 
 SET_EDGE = "cyan"
 OVERLAP_COLOURS = ["#f0f0f0", "#1f77b4", "#ff7f0e", "#2ca02c"]  # neither, first only, second only, both

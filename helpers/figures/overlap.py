@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from helpers.overlap import one_factor_pairs
+from helpers.measures.overlap import one_factor_pairs
 
 
 def plot_overlap_matrix(matrix: pd.DataFrame, k: int) -> plt.Figure:

@@ -7,7 +7,7 @@ import textwrap
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from helpers.stimuli import Item, SyntheticCorpus, grid_items, single_image_items, strip_items
+from helpers.stimuli.corpora import Item, SyntheticCorpus, grid_items, single_image_items, strip_items
 
 
 def _show(ax, item: Item, title: str, boxed: str | None, caption: str):

@@ -1,5 +1,5 @@
-"""Writers for figures (png + pdf) and tables (csv + tex), each file written atomically (`helpers.files`).
-Notebooks call them through helpers/report.py, which also shows each figure and table inline. The
+"""Writers for figures (png + pdf) and tables (csv + tex), each file written atomically (`helpers.storage.files`).
+Notebooks call them through helpers/runner/report.py, which also shows each figure and table inline. The
 matplotlib backend is left to the front end (inline in Jupyter and papermill; Agg, chosen by matplotlib
 itself, where there is no display)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from helpers.files import atomic_write
+from helpers.storage.files import atomic_write
 
 # Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
 _PDF_METADATA = {"CreationDate": None, "Creator": "visual-heads companion", "Producer": None}

@@ -36,7 +36,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from helpers.stimuli import SyntheticCorpus
+from helpers.stimuli.corpora import SyntheticCorpus
 from helpers.toy.tasks import ALL_KINDS, build_task_items
 
 SPECIAL_TOKENS = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from helpers.paths import TOY_MODELS
+from helpers.storage.paths import TOY_MODELS
 from helpers.toy.evaluate import THRESHOLDS
 
 TASK_NAMES = {

@@ -18,8 +18,8 @@ import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine.inputs import build_batch
-from helpers.paths import TOY_MODEL
-from helpers.stimuli import SyntheticCorpus
+from helpers.stimuli.corpora import SyntheticCorpus
+from helpers.storage.paths import TOY_MODEL
 from helpers.toy.evaluate import answer_exact_match
 from helpers.toy.tasks import build_task_items
 

@@ -14,7 +14,7 @@ import torch
 
 from helpers.engine.inputs import build_batch
 from helpers.engine.mcq import letter_probs, prob_correct
-from helpers.stimuli import Item, SyntheticCorpus
+from helpers.stimuli.corpora import Item, SyntheticCorpus
 from helpers.toy.tasks import build_task_items
 
 EVAL_SEED = 777  # training draws its items from seeds >= 10_000

@@ -1,4 +1,4 @@
-"""The toy model's own training tasks, built from the paper's stimuli (``helpers.stimuli``).
+"""The toy model's own training tasks, built from the paper's stimuli (``helpers.stimuli.corpora``).
 
 Each task keeps the image, classes and target of the paper item with the same seed and index and
 changes only what is asked and answered:
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helpers import stimuli
-from helpers.stimuli import LETTERS, Item, item_rng, options_block, text_span
+from helpers.stimuli import corpora as stimuli
+from helpers.stimuli.corpora import LETTERS, Item, item_rng, options_block, text_span
 
 TOY_KINDS = ("strip_describe", "strip_locate", "grid_describe", "grid_locate", "single_name", "option_recall")
 ALL_KINDS = stimuli.KINDS + TOY_KINDS

@@ -50,8 +50,8 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine.adapters import adapter_for
 from helpers.engine.inputs import overlap_mask, render_prompt
-from helpers.paths import HELPERS, TOY_MODEL, TOY_MODELS
-from helpers.stimuli import Item, SyntheticCorpus
+from helpers.stimuli.corpora import Item, SyntheticCorpus
+from helpers.storage.paths import HELPERS, TOY_MODEL, TOY_MODELS
 from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate

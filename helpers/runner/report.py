@@ -15,7 +15,7 @@ import pandas as pd
 from IPython.display import display
 
 from helpers.figures.writers import save_figure, save_table
-from helpers.paths import REFERENCE
+from helpers.storage.paths import REFERENCE
 
 
 def reference(name: str) -> pd.DataFrame:

@@ -12,7 +12,7 @@ build come every stimulus the suite scores and audits:
     mismatched  the fifth, excluded cell alone, the same options   (leak audit: expect 0.25)
 
 Synthetic tasks (SYNTHETIC) draw their cells here; converted tasks come from benchmark items on disk
-(helpers/pointing_convert.py) through the same `assemble`.
+(helpers/stimuli/pointing_convert.py) through the same `assemble`.
 """
 
 from collections.abc import Callable
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from helpers.stimuli import (
+from helpers.stimuli.corpora import (
     BLANK_GREY,
     COLOURS,
     GRID_CELL_NAMES,

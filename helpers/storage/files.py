@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import paths
+from helpers.storage import paths
 
-DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
 _HASH_BLOCK = 2**24  # bytes read per step while hashing (16 MiB)
 
 

@@ -19,19 +19,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import paths, sizes
-from helpers.cache import ResultCache
-from helpers.controls import layer_matched_sets, with_controls
-from helpers.design import SETTINGS, k_for, parse_setting
-from helpers.discovery import read_sources
 from helpers.engine import build_batch, load_model
 from helpers.engine.mcq import greedy_answers
 from helpers.figures.explorer import plot_attention_overlay, plot_overlap_map, plot_random_histograms, plot_score_map
-from helpers.headsets import load_score_maps
-from helpers.necessity import ncs, necessity_run
-from helpers.overlap import top_k
-from helpers.steering import cers, steering_run
-from helpers.stimuli import Item, load_corpus, strip_items
+from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.measures.discovery import read_sources
+from helpers.measures.necessity import ncs, necessity_run
+from helpers.measures.overlap import top_k
+from helpers.measures.steering import cers, steering_run
+from helpers.runner import sizes
+from helpers.stimuli.corpora import Item, load_corpus, strip_items
+from helpers.stimuli.design import SETTINGS, k_for, parse_setting
+from helpers.storage import paths
+from helpers.storage.cache import ResultCache
+from helpers.storage.headsets import load_score_maps
 
 
 def run_folders() -> dict[str, Path]:

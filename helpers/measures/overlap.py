@@ -9,7 +9,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from helpers.design import parse_setting
+from helpers.stimuli.design import parse_setting
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from helpers import paths
+from helpers.storage import paths
 
 DIR_PARAMETERS = ("out_dir", "data_dir", "cache_dir")
 

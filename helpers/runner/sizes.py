@@ -16,7 +16,7 @@ import hashlib
 
 import numpy as np
 
-from helpers.design import SETTINGS
+from helpers.stimuli.design import SETTINGS
 
 PROFILE_NAMES = ("default", "paper")
 REF_QSP = ("cm-ref-qsp", "co-ref-qsp")

@@ -18,10 +18,18 @@ import hashlib
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, computation_key
 from helpers.engine.interventions import letter_probs_under
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, model_identity, remember_items
-from helpers.stimuli import LETTERS, Item
+from helpers.stimuli.corpora import LETTERS, Item
+from helpers.stimuli.prepared import (
+    clean_probs,
+    clean_run,
+    corpus_key,
+    item_batch,
+    items_of,
+    model_identity,
+    remember_items,
+)
+from helpers.storage.cache import ResultCache, computation_key
 
 
 def distractor_cells(items: list[Item], seed: int) -> np.ndarray:

@@ -12,12 +12,12 @@ import functools
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, computation_key
 from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import model_fingerprint
 from helpers.engine.mcq import letter_probs
-from helpers.stimuli import Item, build_items, corpus_identity, load_corpus
+from helpers.stimuli.corpora import Item, build_items, corpus_identity, load_corpus
+from helpers.storage.cache import ResultCache, computation_key
 
 BATCH_MEMORY = 2**30  # bytes of tensors the batch memo may hold (the toy's 400 batches take ~10 MiB)
 

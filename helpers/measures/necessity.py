@@ -18,12 +18,20 @@ probabilities are cached on disk in chunks of items.
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, computation_key
 from helpers.engine.attention import HIDE
 from helpers.engine.interventions import letter_probs_under
-from helpers.items import clean_probs, clean_run, corpus_key, item_batch, items_of, model_identity, remember_items
-from helpers.steering import head_sets_key
-from helpers.stimuli import Item
+from helpers.measures.steering import head_sets_key
+from helpers.stimuli.corpora import Item
+from helpers.stimuli.prepared import (
+    clean_probs,
+    clean_run,
+    corpus_key,
+    item_batch,
+    items_of,
+    model_identity,
+    remember_items,
+)
+from helpers.storage.cache import ResultCache, computation_key
 
 ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")

@@ -12,16 +12,16 @@ Generic-damage sets (Table 12): the k heads with the most attention to a sink or
 (`top_k` of a mass map), whole layers, and large random sets.
 
 Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed: a named stream
-of helpers/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
+of helpers/runner/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
 of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
 """
 
 import numpy as np
 import pandas as pd
 
-from helpers import sizes
-from helpers.necessity import drop, ncs
-from helpers.overlap import top_k
+from helpers.measures.necessity import drop, ncs
+from helpers.measures.overlap import top_k
+from helpers.runner import sizes
 
 Seed = int | np.random.SeedSequence
 
@@ -118,7 +118,7 @@ def whole_layers(head_set: np.ndarray, n_layers: int) -> np.ndarray:
 
 def generic_damage_sets(head_set: np.ndarray, k: int, mass: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     """Name -> [L, H]: S, then Table 12's generic-damage sets: the k heads with the most attention to the first
-    token (sinks) and to the text (`mass`: helpers.head_mass maps [L, H]), the whole layers holding the fewest
+    token (sinks) and to the text (`mass`: helpers.measures.head_mass maps [L, H]), the whole layers holding the fewest
     of S's heads (about k heads), and any-layer random sets of 2k and 4k heads from their named streams."""
     head_set = np.asarray(head_set, dtype=bool)
     shape, n_all = head_set.shape, head_set.size

@@ -11,21 +11,22 @@ import json
 
 import numpy as np
 
-from helpers import paths, sizes
-from helpers.baselines import audit
-from helpers.cache import ResultCache
-from helpers.controls import layer_matched_sets, with_controls
-from helpers.design import k_for
-from helpers.discovery import all_setting_scores, discover_all
 from helpers.engine.attention import HIDE
 from helpers.engine.loading import LoadedModel
-from helpers.necessity import ncs, necessity_run
-from helpers.overlap import overlap, random_overlaps, top_k
-from helpers.steering import cers, ncs_grid, steering_run, symmetric_cers
-from helpers.verdicts import AUDIT_RANGES
+from helpers.measures.baselines import audit
+from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.measures.discovery import all_setting_scores, discover_all
+from helpers.measures.necessity import ncs, necessity_run
+from helpers.measures.overlap import overlap, random_overlaps, top_k
+from helpers.measures.steering import cers, ncs_grid, steering_run, symmetric_cers
+from helpers.runner import sizes
+from helpers.stimuli.design import k_for
+from helpers.storage import paths
+from helpers.storage.cache import ResultCache
+from helpers.studies.verdicts import AUDIT_RANGES
 
-# Table 22's four baselines under their names there -> the baseline's name in helpers.baselines.audit and in
-# helpers.verdicts.AUDIT_RANGES (the one range table of the audit, shared with the protocol's report card)
+# Table 22's four baselines under their names there -> the baseline's name in helpers.measures.baselines.audit and in
+# helpers.studies.verdicts.AUDIT_RANGES (the one range table of the audit, shared with the protocol's report card)
 AUDIT = {"oracle grid": "oracle", "blank floor": "blank", "matched": "matched", "mismatched": "mismatched"}
 # Table 19 (the second-model check): the four COCO settings of the ordinal / referring x last / query-span design
 TABLE19 = {
@@ -59,7 +60,8 @@ def card_targets(model: str) -> tuple[int, int] | None:
 
 
 def audit_run(lm: LoadedModel, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
-    """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]} (helpers.baselines.audit)."""
+    """Per item, P(correct) of every AUDIT baseline without intervention: {name: [N]}
+    (helpers.measures.baselines.audit)."""
     values = audit(lm, corpus, n_items, seed, cache)
     return {name: values[source] for name, source in AUDIT.items()}
 
@@ -112,7 +114,7 @@ def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, s
 
 def region_contrast_runs(lm, head_sets: dict, corpus, n_items, n_random, seed, beta, cache, batch) -> dict:
     """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
-    grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.steering)."""
+    grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.measures.steering)."""
     controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():

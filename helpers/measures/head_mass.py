@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.cache import ResultCache, computation_key
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
-from helpers.items import corpus_key, items_of, model_identity
-from helpers.stimuli import Item
+from helpers.stimuli.corpora import Item
+from helpers.stimuli.prepared import corpus_key, items_of, model_identity
+from helpers.storage.cache import ResultCache, computation_key
 
 GROUPS = ("image", "text", "first")
 

@@ -1,6 +1,6 @@
 """Every path the companion reads or writes, in one place (showyourwork style).
 
-A *run* writes into one folder set (see helpers/runs.py): tables and figures, the data its notebooks
+A *run* writes into one folder set (see helpers/storage/runs.py): tables and figures, the data its notebooks
 pass to each other, and its executed notebooks. The default full run publishes: its outputs go to
 PAPER_FIGURES, its data to DATA, its executed notebooks to PAPER_FIGURES / "notebooks". Every other run
 gets a folder of its own under RUNS.
@@ -8,8 +8,8 @@ gets a folder of its own under RUNS.
 
 from pathlib import Path
 
-DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
-ROOT = Path(__file__).resolve().parent.parent
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
+ROOT = Path(__file__).resolve().parents[2]
 HELPERS = ROOT / "helpers"
 NOTEBOOKS = ROOT / "notebooks"
 PAPER_FIGURES = ROOT / "paper_figures"  # published outputs of the default full run (committed)
@@ -19,7 +19,9 @@ REFERENCE = PAPER_FIGURES / "reference"  # the paper's published numbers, as ref
 RUNS = ROOT / "runs"  # one folder per other run: another model, changed parameters, a subset (git-ignored)
 BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screenshots (git-ignored)
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
-FINGERPRINTS = ROOT / ".cache" / "fingerprints.json"  # content hashes of model and corpus files (helpers.files)
+FINGERPRINTS = (
+    ROOT / ".cache" / "fingerprints.json"
+)  # content hashes of model and corpus files (helpers.storage.files)
 TOY_MODEL = HELPERS / "toy" / "model"  # the embedded toy Qwen3-VL (save_pretrained folder)
 TOY_MODELS = HELPERS / "toy" / "models"  # the further toys: "toy-<name>" is TOY_MODELS / <name>
 

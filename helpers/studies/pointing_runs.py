@@ -6,15 +6,15 @@ per chunk of items under the task's name (and a converted task's file digest).
 
 import numpy as np
 
-from helpers import sizes
-from helpers.cache import ResultCache, computation_key
-from helpers.controls import layer_matched_sets, with_controls
 from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import letter_probs, prob_correct
-from helpers.items import model_identity
-from helpers.necessity import mask_items, ncs
-from helpers.pointing import EXPECTED, Task, audit_task, task_items
-from helpers.steering import cers, distractor_cells, head_sets_key, steer_items
+from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.measures.necessity import mask_items, ncs
+from helpers.measures.steering import cers, distractor_cells, head_sets_key, steer_items
+from helpers.runner import sizes
+from helpers.stimuli.pointing import EXPECTED, Task, audit_task, task_items
+from helpers.stimuli.prepared import model_identity
+from helpers.storage.cache import ResultCache, computation_key
 
 
 def _key(lm: LoadedModel, task: Task, seed: int, **params) -> dict:
@@ -47,7 +47,8 @@ def task_audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: 
 def task_steering_run(
     lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64
 ):
-    """steer_items on the task's plain grids for head-sets [n, L, H] (keys as helpers.steering.steering_run)."""
+    """steer_items on the task's plain grids for head-sets [n, L, H] (keys as
+    helpers.measures.steering.steering_run)."""
     key = _key(lm, task, seed, head_sets=head_sets_key(head_sets), beta=float(beta))
 
     def compute(start, stop):
@@ -58,8 +59,8 @@ def task_steering_run(
 
 
 def task_necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
-    """mask_items on the task's matched and mismatched arms (keys as helpers.necessity.necessity_run, so
-    helpers.necessity.ncs applies)."""
+    """mask_items on the task's matched and mismatched arms (keys as helpers.measures.necessity.necessity_run, so
+    helpers.measures.necessity.ncs applies)."""
     key = _key(lm, task, seed, head_sets=head_sets_key(head_sets))
 
     def compute(start, stop):

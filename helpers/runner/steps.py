@@ -13,8 +13,8 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.design import SETTINGS
-from helpers.profiles import forward_copies, sizes_for
+from helpers.stimuli.design import SETTINGS
+from helpers.studies.profiles import forward_copies, sizes_for
 
 SUFFIXES = {
     "figure": (".png", ".pdf"),
@@ -90,7 +90,7 @@ def _cross_model(p: dict) -> int:
 
 
 def _protocol(p: dict) -> int:
-    """The report card of every head-set in `heads` at its profile's sizes (helpers/profiles.py)."""
+    """The report card of every head-set in `heads` at its profile's sizes (helpers/studies/profiles.py)."""
     return sum(forward_copies(sizes_for(p["profile"], p["sizes"], p["smoke"]), len(p["heads"])).values())
 
 

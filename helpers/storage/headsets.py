@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from jsonschema import Draft202012Validator
 
-from helpers.files import atomic_write
-from helpers.overlap import top_k
+from helpers.measures.overlap import top_k
+from helpers.storage.files import atomic_write
 
 SCHEMA_PATH = Path(__file__).with_name("headset.schema.json")
 KEYED_HEAD = re.compile(r"^\s*(\d+)\s*[-.]\s*(\d+)\s*$")  # "12-5" or "12.5": layer, head
@@ -115,7 +115,7 @@ def _checked_heads(path: Path, heads, n_layers: int, n_heads: int) -> list[list[
 
 @cache
 def schema() -> dict:
-    """The JSON schema of a head-set file (helpers/headset.schema.json)."""
+    """The JSON schema of a head-set file (helpers/storage/headset.schema.json)."""
     return json.loads(SCHEMA_PATH.read_text())
 
 
@@ -143,7 +143,7 @@ def validate_record(record, path: Path, n_layers: int | None = None, n_heads: in
         raise HeadSetError(
             f"{path}: a head-set file is a JSON object, not a {type(record).__name__}; fix: wrap the heads as "
             '{"model": ..., "n_layers": ..., "n_heads": ..., "heads": [[layer, head], ...]} or import it '
-            "with helpers.headsets.read_any"
+            "with helpers.storage.headsets.read_any"
         )
     errors = sorted(Draft202012Validator(schema()).iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:

@@ -1,13 +1,13 @@
 """Results on disk, keyed by a hash of the inputs and of the code that computes them.
 
 `computation_key` is the one place a cache key is made: every cached computation keys its results with the
-model, dtype, device kind, data, parameters and code version (helpers.code_hash) that decide them. Entries are
+model, dtype, device kind, data, parameters and code version (helpers.storage.code_hash) that decide them. Entries are
 `.npz` files of named arrays plus a JSON header, loaded with `allow_pickle=False` (nothing on disk can execute
-code), written atomically (`helpers.files.atomic_write`: temp file + rename) so a killed run never leaves a
+code), written atomically (`helpers.storage.files.atomic_write`: temp file + rename) so a killed run never leaves a
 half-written entry under a valid name. A truncated or corrupt entry is detected on load, removed and
 recomputed. `cached_chunks` splits a long per-item computation into chunks, so a rerun after a crash
 recomputes only the missing ones; a progress bar counts the chunks already on disk as done. Missing chunks are
-computed by several processes at once (helpers/workers.py: forked workers, shards).
+computed by several processes at once (helpers/storage/workers.py: forked workers, shards).
 """
 
 import hashlib
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from helpers import workers
-from helpers.code_hash import code_version
-from helpers.files import atomic_write
+from helpers.storage import workers
+from helpers.storage.code_hash import code_version
+from helpers.storage.files import atomic_write
 
-DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
 PROGRESS_ENV = "HELPERS_PROGRESS"  # "0": no progress bars (helpers.run sets it: executed notebooks keep no bars)
 _HEADER = "__header__"
 

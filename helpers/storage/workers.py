@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.code_hash)
+DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
 WORKERS_ENV = "HELPERS_WORKERS"  # processes per cached computation (default: the cores this process may use)
 SHARD_ENV = "HELPERS_SHARD"  # "i/n": this process is shard i of n
 STALE_AFTER = 6 * 3600  # seconds after which a claim from another host counts as abandoned

@@ -11,21 +11,21 @@ prompt-only forward):
     qsp   the query-span tokens that pick p      (Batch.query_mask)
     out   the tokens of the generated answer     (Batch.answer_mask)
 
-Per-item, per-head results are cached on disk chunk by chunk (`helpers.cache`), so the half-splits
+Per-item, per-head results are cached on disk chunk by chunk (`helpers.storage.cache`), so the half-splits
 and bootstraps of notebook 02 and a rerun after a crash need no new forward passes.
 """
 
 import numpy as np
 import torch
 
-from helpers.cache import ResultCache, computation_key
-from helpers.design import CORPORA, QUERIES, SETTINGS, parse_setting
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import greedy_answers
-from helpers.items import corpus_key, items_of, model_identity
-from helpers.stimuli import Item
+from helpers.stimuli.corpora import Item
+from helpers.stimuli.design import CORPORA, QUERIES, SETTINGS, parse_setting
+from helpers.stimuli.prepared import corpus_key, items_of, model_identity
+from helpers.storage.cache import ResultCache, computation_key
 
 ROW_AGGREGATES = ("mean", "max")
 KEY_AGGREGATES = ("raw", "share")

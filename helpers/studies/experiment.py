@@ -12,13 +12,13 @@ mask_controls reads a larger R's first sets back from the smaller R's run.
 
 import numpy as np
 
-from helpers import headsets
-from helpers.cache import ResultCache
-from helpers.controls import layer_matched_controls, with_controls
-from helpers.design import SETTINGS
 from helpers.engine import HIDE, compile_decoder_layers, load_model
-from helpers.necessity import ARMS, necessity_run
-from helpers.steering import steering_run
+from helpers.measures.controls import layer_matched_controls, with_controls
+from helpers.measures.necessity import ARMS, necessity_run
+from helpers.measures.steering import steering_run
+from helpers.stimuli.design import SETTINGS
+from helpers.storage import headsets
+from helpers.storage.cache import ResultCache
 
 
 class Experiment:

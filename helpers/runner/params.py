@@ -2,7 +2,7 @@
 
 A notebook calls `gather(globals(), "03_cers")`: the names its parameters cell declares are collected
 (nothing is typed twice), each is checked, the smoke sizes are applied when `smoke` is true, and the
-run's folders are resolved (helpers/runs.py). A bad value stops with a message naming it and what is
+run's folders are resolved (helpers/storage/runs.py). A bad value stops with a message naming it and what is
 allowed.
 """
 
@@ -12,13 +12,14 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from helpers import paths, runs, sizes
-from helpers.design import CORPORA, SETTINGS
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
 from helpers.engine.model_files import missing_files, model_config, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
-from helpers.profiles import PROFILES
-from helpers.stimuli import ImageFolderCorpus
+from helpers.runner import sizes
+from helpers.stimuli.corpora import ImageFolderCorpus
+from helpers.stimuli.design import CORPORA, SETTINGS
+from helpers.storage import paths, runs
+from helpers.studies.profiles import PROFILES
 
 DEVICE_CHOICES = ("cpu", "cuda", "mps", "auto")
 DTYPE_CHOICES = (*DTYPE_NAMES, "auto")
@@ -81,7 +82,7 @@ def _check_model(value, name="model"):
 
 
 def _check_benchmarks(value):
-    from helpers.pointing_convert import RECIPES  # the converters' recipes (a light module)
+    from helpers.stimuli.pointing_convert import RECIPES  # the converters' recipes (a light module)
 
     if isinstance(value, dict) and all(
         isinstance(k, str) and k.lower() in RECIPES and Path(str(v)).expanduser().exists() for k, v in value.items()
@@ -315,7 +316,7 @@ CHECKS = {
 def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
     """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
     sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes. With the
-    `notebook`, the model is also checked against what that notebook needs (helpers.steps: region analyses)."""
+    `notebook`, the model is also checked against what that notebook needs (helpers.runner.steps: region analyses)."""
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
@@ -347,7 +348,7 @@ def model_adapter(model: str):
 def _check_against_model(checked: dict, notebook: str | None) -> None:
     """The model's family has an adapter; head counts k, k_crossover and ks fit its heads; a notebook whose
     analyses key on regions gets a family that maps them. All from config.json, before the model loads."""
-    from helpers.steps import STEPS
+    from helpers.runner.steps import STEPS
 
     model = checked.get("model", "toy")
     adapter = model_adapter(model)
@@ -381,8 +382,8 @@ def declared_parameters(notebook: str) -> dict:
 
 def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> None:
     """Every head-set file in `heads` (setting names are 01_discovery's files, checked when read) reads as a
-    head-set of this model's layers x heads: schema, ranges, import_k (helpers.headsets.read_any)."""
-    from helpers import headsets
+    head-set of this model's layers x heads: schema, ranges, import_k (helpers.storage.headsets.read_any)."""
+    from helpers.storage import headsets
 
     for entry in checked.get("heads") or []:
         if entry in SETTINGS:
@@ -428,7 +429,7 @@ def check_run(source: Path, given: dict) -> SimpleNamespace:
 def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     """The parameters `notebook` declares, read from `namespace` (the notebook's globals()), validated,
     with the run's folders resolved: `out_dir` (tables, figures), `data_dir` (files passed between
-    notebooks) and `cache_dir` (results). A folder left at None is the run's own (helpers/runs.py)."""
+    notebooks) and `cache_dir` (results). A folder left at None is the run's own (helpers/storage/runs.py)."""
     declared = declared_parameters(notebook)
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}

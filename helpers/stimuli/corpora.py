@@ -26,20 +26,17 @@ import csv
 import hashlib
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
 
-from helpers.files import file_hashes
-
-Box = tuple[int, int, int, int]
+from helpers.engine.item import LETTERS, Box, Item
+from helpers.storage.files import file_hashes
 
 PANEL_SIZE = 64  # px; 2x2 image tokens per panel in Qwen3-VL (32 px tokens), one in the toy (64 px)
 STRIP_PANELS = 6
 STRIP_COLUMNS = 3
-LETTERS = ("A", "B", "C", "D")
 GRID_CELL_NAMES = ("top left", "top right", "bottom left", "bottom right")  # cells of A, B, C, D
 BLANK_GREY = (128, 128, 128)
 
@@ -52,28 +49,6 @@ COLOURS = {
     "black": (20, 20, 20),
 }
 SHAPES = ("circle", "square", "triangle", "cross", "star", "ring")
-
-
-@dataclass
-class Item:
-    """One stimulus: an image, a prompt, the expected answer text and the regions of the image."""
-
-    kind: str  # e.g. "strip_ord", "grid", "single_mismatched"; see KINDS
-    corpus: str  # name of the corpus the tiles came from
-    image: Image.Image  # RGB
-    prompt: str  # the user text (the image comes before it in the chat turn)
-    answer: str  # the expected answer: a label, "panel 3", a letter, or a description
-    query_span: tuple[int, int]  # char offsets [start, end) into prompt of the words that pick the target
-    boxes: dict[str, Box]  # every region of the image: "panel 1".."panel 6", "A".."D" or "image"
-    target: str  # key of boxes holding the asked-about region
-    labels: tuple[str, ...]  # class shown in each region, in the order of boxes
-    options: tuple[str, ...] = ()  # option texts of an MCQ, in letter order
-    correct: int | None = None  # index into options of the correct option (MCQ only)
-    seed_key: tuple[int, ...] = field(default=(), repr=False)  # the rng key the item was built from
-
-    @property
-    def query_text(self) -> str:
-        return self.prompt[self.query_span[0] : self.query_span[1]]
 
 
 # --------------------------------------------------------------------------------------------- corpora

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from helpers.pointing import Cells, Task
-from helpers.stimuli import BLANK_GREY, PANEL_SIZE
+from helpers.stimuli.corpora import BLANK_GREY, PANEL_SIZE
+from helpers.stimuli.pointing import Cells, Task
 
 RECIPES = {
     "countbenchqa": "overlay",

@@ -1,0 +1,1 @@
+"""What is measured on a model: discovery scores, CERS, NCS, attention mass, overlap, controls, statistics."""

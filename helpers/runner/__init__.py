@@ -1,0 +1,1 @@
+"""What the notebooks are run with: parameters, step contracts, sizes by profile, report (show and save)."""
