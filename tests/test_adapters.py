@@ -50,7 +50,7 @@ def test_unsupported_family_lists_supported_ones():
     config = PretrainedConfig()
     config.model_type = "blip_2"
     with pytest.raises(
-        ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, internvl, llava, qwen2_5_vl"
+        ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, idefics3, internvl, llava, llava_next"
     ):
         adapter_for(config)
 
@@ -152,10 +152,11 @@ def test_internvl_region_tokens_match_painted_cells(region):
     assert set((positions - 2).tolist()) == expected
 
 
-def test_internvl_refuses_tiled_images():
+def test_internvl_refuses_tiles_its_tiling_does_not_give():
+    """A 100 x 100 image on 56 x 56 tiles (1..12 tiles) becomes 2 x 2 tiles and a thumbnail, not 3 tiles."""
     adapter = adapter_for(tiny_model("internvl", ATTENTION).config)
     tiled = {"input_ids": torch.tensor([[7, VISION_START] + [IMAGE_TOKEN] * 48 + [VISION_END]])}  # 3 tiles
-    with pytest.raises(ValueError, match="has 48 image tokens \\(3 tiles of 16\\).*crop_to_patches=False"):
+    with pytest.raises(ValueError, match="has 3 tiles, but the tiling of a 100x100 image .* gives 2x2 tiles"):
         adapter.region_positions(tiled, (0, 0, 10, 10), (100, 100))
 
 
@@ -181,7 +182,6 @@ def test_gemma4_region_tokens_match_painted_patches(region):
 BACKBONES = {  # where each generic family keeps its text backbone
     "paligemma": "model.language_model",
     "mistral3": "model.language_model",
-    "idefics3": "model.text_model",
     "aya_vision": "model.language_model",
     "lfm2_vl": "model.language_model",
     "ovis2": "model.language_model",
@@ -255,10 +255,10 @@ def test_load_generic_family_from_a_saved_folder(tmp_path):
 
 
 def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monkeypatch):
-    lm = wrap_model(tiny_model("idefics3", ATTENTION))
-    backbone = type(lm.model.model.text_model)
+    lm = wrap_model(tiny_model("paligemma", ATTENTION))
+    backbone = type(lm.model.model.language_model)
     monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
-    with pytest.raises(ValueError, match="LlamaModel does not route attention through transformers' attention"):
+    with pytest.raises(ValueError, match="GemmaModel does not route attention through transformers' attention"):
         lm.adapter.attention_modules(lm.model)
 
 

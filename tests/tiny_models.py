@@ -18,11 +18,20 @@ from transformers import (
     Gemma4Config,
     GotOcr2ImageProcessor,
     Idefics3Config,
+    Idefics3ImageProcessor,
+    Idefics3Processor,
     InternVLConfig,
     InternVLProcessor,
     InternVLVideoProcessor,
     Lfm2VlConfig,
     LlavaConfig,
+    LlavaNextConfig,
+    LlavaNextImageProcessor,
+    LlavaNextProcessor,
+    LlavaOnevisionConfig,
+    LlavaOnevisionImageProcessor,
+    LlavaOnevisionProcessor,
+    LlavaOnevisionVideoProcessor,
     Mistral3Config,
     Ovis2Config,
     PaliGemmaConfig,
@@ -31,6 +40,10 @@ from transformers import (
     Qwen2VLConfig,
     Qwen3_5Config,
     Qwen3VLConfig,
+    SmolVLMConfig,
+    SmolVLMImageProcessor,
+    SmolVLMProcessor,
+    SmolVLMVideoProcessor,
 )
 
 from helpers.engine.loading import attn_implementation_for
@@ -327,7 +340,7 @@ CONFIGS = {
     "ovis2": _ovis2,
 }
 QWEN_FAMILIES = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
-GENERIC_FAMILIES = ("paligemma", "mistral3", "idefics3", "aya_vision", "lfm2_vl", "ovis2")
+GENERIC_FAMILIES = ("paligemma", "mistral3", "aya_vision", "lfm2_vl", "ovis2")
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
@@ -445,7 +458,98 @@ def _internvl_processor() -> InternVLProcessor:
     return InternVLProcessor(image_processor, tokenizer, InternVLVideoProcessor(), image_seq_length=16)
 
 
-PROCESSORS = {"internvl": _internvl_processor}
+def _llava_next() -> LlavaNextConfig:
+    """CLIP on 28 x 28 tiles (4 x 4 patches of 7 px, CLS dropped); canvases of 1 x 2 .. 3 x 3 tiles."""
+    return LlavaNextConfig(
+        text_config=dict(TEXT, model_type="llama"),
+        vision_config=dict(VISION, model_type="clip_vision_model", image_size=28, patch_size=7, projection_dim=32),
+        image_token_index=IMAGE_TOKEN,
+        image_grid_pinpoints=PINPOINTS,
+        vision_feature_layer=-1,
+    )
+
+
+def _llava_onevision() -> LlavaOnevisionConfig:
+    """SigLIP on 28 x 28 tiles (4 x 4 patches of 7 px); canvases of 1 x 2 .. 3 x 3 tiles (no shrinking: at most 9)."""
+    return LlavaOnevisionConfig(
+        text_config=dict(TEXT, model_type="qwen2"),
+        vision_config=dict(VISION, model_type="siglip_vision_model", image_size=28, patch_size=7),
+        image_token_index=IMAGE_TOKEN,
+        video_token_index=VIDEO_TOKEN,
+        image_grid_pinpoints=PINPOINTS,
+        vision_feature_layer=-1,
+    )
+
+
+PINPOINTS = [[28, 56], [56, 28], [56, 56], [28, 84], [84, 28], [56, 84], [84, 56], [84, 84]]  # (height, width)
+
+
+def _smolvlm() -> SmolVLMConfig:
+    """As Idefics3: 28 x 28 tiles (4 x 4 patches, pixel-shuffled by 2: 4 image tokens per tile)."""
+    return SmolVLMConfig(
+        text_config=dict(TEXT, model_type="llama"),
+        vision_config=dict(VISION, image_size=28, patch_size=7),
+        image_token_id=IMAGE_TOKEN,
+        scale_factor=2,
+    )
+
+
+TILING_CONFIGS = {
+    "llava_next": _llava_next,
+    "llava_onevision": _llava_onevision,
+    "smolvlm": _smolvlm,
+}  # region mapping tests only
+
+
+def _llava_next_processor() -> LlavaNextProcessor:
+    image_processor = LlavaNextImageProcessor(
+        size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}, image_grid_pinpoints=PINPOINTS,
+        resample=NEAREST,
+    )  # fmt: skip
+    tokenizer = tiny_tokenizer({"<image>": IMAGE_TOKEN})
+    return LlavaNextProcessor(
+        image_processor,
+        tokenizer,
+        patch_size=7,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+    )
+
+
+def _llava_onevision_processor() -> LlavaOnevisionProcessor:
+    image_processor = LlavaOnevisionImageProcessor(
+        size={"height": 28, "width": 28}, image_grid_pinpoints=PINPOINTS, resample=NEAREST
+    )
+    tokenizer = tiny_tokenizer({"<image>": IMAGE_TOKEN, "<video>": VIDEO_TOKEN})
+    return LlavaOnevisionProcessor(
+        image_processor, tokenizer, LlavaOnevisionVideoProcessor(), num_image_tokens=16,
+        vision_feature_select_strategy="full",
+    )  # fmt: skip
+
+
+SPLIT_WORDS = {  # Idefics3 and SmolVLM: the tokens around each tile's image tokens
+    "<image>": IMAGE_TOKEN, "<fake_token_around_image>": VISION_START, "<global-img>": VISION_END,
+    "<end_of_utterance>": 2,
+    **{f"<row_{r}_col_{c}>": 200 + 10 * r + c for r in range(1, 7) for c in range(1, 7)},
+}  # fmt: skip
+
+
+def _split_image_processor(family: str):
+    """Idefics3's or SmolVLM's processor (image splitting on, its default): longest edge 56, tiles of 28 px."""
+    sizes = dict(size={"longest_edge": 56}, max_image_size={"longest_edge": 28}, resample=NEAREST)
+    tokenizer = tiny_tokenizer(SPLIT_WORDS)
+    if family == "idefics3":
+        return Idefics3Processor(Idefics3ImageProcessor(**sizes), tokenizer, image_seq_len=4)
+    return SmolVLMProcessor(SmolVLMImageProcessor(**sizes), tokenizer, SmolVLMVideoProcessor(), image_seq_len=4)
+
+
+PROCESSORS = {
+    "idefics3": lambda: _split_image_processor("idefics3"),
+    "smolvlm": lambda: _split_image_processor("smolvlm"),
+    "internvl": _internvl_processor,
+    "llava_next": _llava_next_processor,
+    "llava_onevision": _llava_onevision_processor,
+}
 NEAREST = 0  # PIL's NEAREST: resizing moves no pixel's value into a neighbouring cell
 
 
@@ -455,8 +559,17 @@ def tiny_processor(family: str):
     return PROCESSORS[family]()
 
 
-def local_vision(config):
-    """``config`` with a vision tower of no encoder layers: each image token's features then depend only on its
-    own patches' pixels (patch embedding, position embedding, the projector), as region mapping tests need."""
-    config.vision_config.num_hidden_layers = 0
-    return config
+def local_vision(model):
+    """``model`` with its vision tower's attention outputs zeroed (each attention module's output projection), so
+    that each image token's features depend only on its own patches' pixels (patch and position embeddings,
+    per-token layers, the projector), as region mapping tests need. A tower of no layers would do the same, but
+    transformers then records no hidden states for the feature layer to pick from."""
+    zeroed = 0
+    for name, module in model.named_modules():
+        if "vision" in name and type(module).__name__.endswith("Attention"):
+            for attribute in ("out_proj", "o_proj", "projection_layer"):
+                if hasattr(module, attribute):
+                    torch.nn.init.zeros_(getattr(module, attribute).weight)
+                    zeroed += 1
+    assert zeroed, f"no vision attention output projection found in {type(model).__name__}"
+    return model

@@ -20,6 +20,13 @@ import math
 from dataclasses import dataclass
 
 import torch
+from transformers.image_processing_utils import select_best_resolution
+from transformers.models.got_ocr2.image_processing_got_ocr2 import get_optimal_tiled_canvas
+from transformers.models.idefics3.image_processing_idefics3 import (
+    MAX_IMAGE_SIZE,
+    _resize_output_size_rescale_to_max_len,
+    _resize_output_size_scale_below_upper_bound,
+)
 
 Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 
@@ -76,36 +83,31 @@ class Adapter:
     def image_token_grid(
         self, inputs: dict, batch_index: int, image_index: int
     ) -> tuple[torch.Tensor, tuple[int, int]]:
-        """Positions [rows * cols] of one image's tokens (row-major) and the grid (rows, cols)."""
+        """Positions [rows * cols] of one image's tokens (row-major) and the grid (rows, cols); for a family that
+        tiles the image, those of the view that shows the whole image (the thumbnail, the global image)."""
         raise NotImplementedError(f"{self.family} adapter has no image-token grid")
 
-    def grid_cells(
-        self,
-        region: Region,
-        image_size: tuple[int, int],
-        grid: tuple[int, int],
-        inputs: dict,
-        batch_index: int,
-        image_index: int,
-    ) -> tuple[range, range]:
-        """Grid rows and columns that the region overlaps (default: the image is resized onto the grid)."""
-        width, height = image_size
-        x0, y0, x1, y1 = region
-        rows, cols = grid
-        return _cells(y0 / height * rows, y1 / height * rows, rows), _cells(x0 / width * cols, x1 / width * cols, cols)
+    def views(self, inputs: dict, image_size: tuple[int, int], batch_index: int, image_index: int) -> list[View]:
+        """The pictures the processor makes of one image, each with its token grid (default: the whole image
+        resized onto the grid of image_token_grid)."""
+        positions, grid = self.image_token_grid(inputs, batch_index, image_index)
+        return [View("image", (0, 0, *image_size), grid, positions)]
 
     def region_positions(
         self, inputs: dict, region: Region, image_size: tuple[int, int], batch_index: int = 0, image_index: int = 0
     ) -> torch.Tensor:
-        """Positions [n] in input_ids[batch_index] of the image tokens covering ``region``.
+        """Positions [n] in input_ids[batch_index] of the image tokens covering ``region``, in every view of the
+        image that shows part of it (each tile covering it and the thumbnail, for a family that tiles), sorted.
 
         ``region`` = (x0, y0, x1, y1) in pixels of the original image of size ``image_size`` = (width, height).
         """
         _check_region(region, image_size)
-        positions, grid = self.image_token_grid(inputs, batch_index, image_index)
-        rows, cols = self.grid_cells(region, image_size, grid, inputs, batch_index, image_index)
-        cells = torch.tensor([r * grid[1] + c for r in rows for c in cols], dtype=torch.long)
-        return positions[cells]
+        views = self.views(inputs, image_size, batch_index, image_index)
+        positions = torch.cat([view.positions_under(region) for view in views])
+        if positions.numel() == 0:
+            kept = ", ".join(f"the {view.name} {tuple(round(v) for v in view.box)}" for view in views)
+            raise ValueError(f"region {tuple(region)} lies outside {kept}, what the processor keeps of the image")
+        return positions.unique()
 
     def region_mask(
         self, inputs: dict, region: Region, image_size: tuple[int, int], batch_index: int = 0, image_index: int = 0
@@ -114,6 +116,28 @@ class Adapter:
         mask = torch.zeros(inputs["input_ids"].shape[1], dtype=torch.bool)
         mask[self.region_positions(inputs, region, image_size, batch_index, image_index)] = True
         return mask
+
+
+@dataclass
+class View:
+    """One picture the processor makes of (part of) an image: the box of the original image it shows, resized
+    onto a grid of tokens."""
+
+    name: str  # "image", "centre crop", "tile (row, col)", "thumbnail", ...
+    box: Region  # the part of the original image it shows, in original pixels
+    grid: tuple[int, int]  # (rows, cols) of tokens
+    positions: torch.Tensor  # [rows * cols] positions in input_ids, row-major
+
+    def positions_under(self, region: Region) -> torch.Tensor:
+        """Positions [n] of the tokens whose cells the region overlaps (none when it misses the box)."""
+        bx0, by0, bx1, by1 = self.box
+        x0, y0, x1, y1 = max(region[0], bx0), max(region[1], by0), min(region[2], bx1), min(region[3], by1)
+        if x0 >= x1 or y0 >= y1:
+            return self.positions[:0]
+        rows, cols = self.grid
+        row_range = _cells((y0 - by0) / (by1 - by0) * rows, (y1 - by0) / (by1 - by0) * rows, rows)
+        col_range = _cells((x0 - bx0) / (bx1 - bx0) * cols, (x1 - bx0) / (bx1 - bx0) * cols, cols)
+        return self.positions[[r * cols + c for r in row_range for c in col_range]]
 
 
 def _check_region(region: Region, image_size: tuple[int, int]) -> None:
@@ -200,46 +224,67 @@ class SquareGridAdapter(Adapter):
         spans = _image_spans(inputs["input_ids"], self.image_token_id, [self.side**2] * n_images)
         return _one_image(spans, batch_index, image_index), (self.side, self.side)
 
-    def grid_cells(self, region, image_size, grid, inputs, batch_index, image_index):
+    def views(self, inputs, image_size, batch_index, image_index):
         if not self.crop:
-            return super().grid_cells(region, image_size, grid, inputs, batch_index, image_index)
+            return super().views(inputs, image_size, batch_index, image_index)
         width, height = image_size
         short = min(width, height)
         left, top = (width - short) / 2, (height - short) / 2  # the centre crop, in original pixels
-        x0, y0, x1, y1 = region
-        x0, x1 = max(x0 - left, 0), min(x1 - left, short)
-        y0, y1 = max(y0 - top, 0), min(y1 - top, short)
-        if x0 >= x1 or y0 >= y1:
-            raise ValueError(
-                f"region {tuple(region)} lies outside the centre crop the processor keeps "
-                f"({left:.0f}, {top:.0f}, {left + short:.0f}, {top + short:.0f})"
-            )
-        return _cells(y0 / short * self.side, y1 / short * self.side, self.side), _cells(
-            x0 / short * self.side, x1 / short * self.side, self.side
-        )
+        positions, grid = self.image_token_grid(inputs, batch_index, image_index)
+        return [View("centre crop", (left, top, left + short, top + short), grid, positions)]
 
 
 @dataclass
 class InternVLAdapter(SquareGridAdapter):
-    """InternVL: each 448 x 448 tile (resized, not cropped) gives side x side tokens (pixel-shuffled patches).
+    """InternVL: each tile (``tile`` = (height, width) pixels, resized, not cropped) gives side x side tokens
+    (pixel-shuffled patches), row-major.
 
-    Only single-tile images are mapped: with the processor's dynamic tiling (crop_to_patches=True) an
-    image becomes several tiles plus a thumbnail, and such inputs are refused.
+    The InternVL processor's default dynamic tiling (crop_to_patches=True) resizes the image onto a canvas of
+    cols x rows tiles, the grid of min_tiles..max_tiles tiles whose aspect is closest to the image's
+    (transformers' get_optimal_tiled_canvas), and, unless the canvas is one tile, adds a thumbnail: the whole
+    image resized onto one tile. The tiles' tokens come row-major, then the thumbnail's. With
+    crop_to_patches=False an image is one tile.
     """
 
-    def image_token_grid(self, inputs, batch_index, image_index):
-        per_tile = self.side**2
+    tile: tuple[int, int] = (448, 448)
+    min_tiles: int = 1
+    max_tiles: int = 12
+
+    def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
+        """Positions [n_tiles, side * side] of one image's tokens, tile by tile."""
         runs = [_runs(row == self.image_token_id) for row in inputs["input_ids"]]  # per row: [(start, length)]
-        for row, row_runs in enumerate(runs):
-            for k, (_start, length) in enumerate(row_runs):
-                if length != per_tile:
-                    raise ValueError(
-                        f"InternVL image {k} of batch row {row} has {length} image tokens ({length / per_tile:g} tiles"
-                        f" of {per_tile}); only single-tile images can be mapped to regions: process images with "
-                        "crop_to_patches=False"
-                    )
         spans = [[torch.arange(start, start + length) for start, length in row_runs] for row_runs in runs]
-        return _one_image(spans, batch_index, image_index), (self.side, self.side)
+        span = _one_image(spans, batch_index, image_index)
+        if span.numel() % self.side**2:
+            raise ValueError(
+                f"InternVL image {image_index} of batch row {batch_index} has {span.numel()} image tokens, "
+                f"not a whole number of tiles of {self.side**2}"
+            )
+        return span.view(-1, self.side**2)
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        return self._tile_positions(inputs, batch_index, image_index)[-1], (self.side, self.side)
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        tiles = self._tile_positions(inputs, batch_index, image_index)  # [n_tiles, side^2]
+        grid, (width, height) = (self.side, self.side), image_size
+        if len(tiles) == 1:
+            return [View("image", (0, 0, width, height), grid, tiles[0])]
+        cols, rows = get_optimal_tiled_canvas((height, width), self.tile, self.min_tiles, self.max_tiles)
+        if cols * rows + 1 != len(tiles):
+            raise ValueError(
+                f"InternVL image {image_index} of batch row {batch_index} has {len(tiles)} tiles, but the tiling of a "
+                f"{width}x{height} image onto {self.tile[1]}x{self.tile[0]} tiles ({self.min_tiles}..{self.max_tiles} "
+                f"tiles) gives {cols}x{rows} tiles and a thumbnail: build the adapter with the processor that made "
+                "the inputs (adapter_for(config, processor)), with its min_patches and max_patches"
+            )
+        dx, dy = width / cols, height / rows  # a tile's share of the original image
+        views = [
+            View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), grid, tiles[r * cols + c])
+            for r in range(rows)
+            for c in range(cols)
+        ]
+        return [*views, View("thumbnail", (0, 0, width, height), grid, tiles[-1])]
 
 
 def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
@@ -252,6 +297,157 @@ def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
         else:
             runs.append((p, 1))
     return runs
+
+
+@dataclass
+class AnyResAdapter(Adapter):
+    """LLaVA-NeXT and LLaVA-OneVision (any resolution): an image gives a base view (the whole image resized onto
+    one tile) and the tiles of a canvas (the image processor's best ``pinpoints`` resolution, the image resized
+    onto it keeping its aspect and centred in padding). The model joins the tiles' side x side token grids into
+    one grid over the canvas, drops the rows or columns of padding (unpadding) and ends each row with a newline
+    token; OneVision then shrinks a grid of more than ``max_tiles`` tiles' tokens (bilinear, by up to 10% more
+    than needed, so a token there mixes up to 2 x 2 neighbours). Tokens: the base's side^2, then the grid's rows.
+
+    OneVision processes an image of a batch row holding several images as one view only: padded to a square,
+    resized onto one tile, side^2 tokens and a newline.
+    """
+
+    side: int = 24  # tokens per tile edge
+    tile: int = 336  # pixels per tile edge
+    pinpoints: tuple = ()  # canvas resolutions (height, width)
+    max_tiles: int | None = None  # OneVision's anyres_max_<n>; None: LLaVA-NeXT (no shrinking)
+
+    def _grid(self, width: int, height: int) -> tuple[tuple[int, int], Region]:
+        """The tiles' token grid (rows, cols) after unpadding (and shrinking), and the box of the image it shows."""
+        canvas_h, canvas_w = select_best_resolution((height, width), [list(p) for p in self.pinpoints])
+        if canvas_w / width < canvas_h / height:  # the resized image fills the canvas's width
+            new_w, new_h = canvas_w, min(math.ceil(height * canvas_w / width), canvas_h)
+        else:
+            new_w, new_h = min(math.ceil(width * canvas_h / height), canvas_w), canvas_h
+        paste_x, paste_y = (canvas_w - new_w) // 2, (canvas_h - new_h) // 2
+        rows, cols = canvas_h // self.tile * self.side, canvas_w // self.tile * self.side  # tokens over the canvas
+        top = left = 0  # token rows / cols of padding dropped on each side (the model's unpad_image)
+        if width / height > cols / rows:
+            top = (rows - int(round(height * cols / width, 7))) // 2
+        else:
+            left = (cols - int(round(width * rows / height, 7))) // 2
+        pixel = self.tile / self.side  # canvas pixels per token
+        box = (
+            (left * pixel - paste_x) * width / new_w,
+            (top * pixel - paste_y) * height / new_h,
+            ((cols - left) * pixel - paste_x) * width / new_w,
+            ((rows - top) * pixel - paste_y) * height / new_h,
+        )
+        rows, cols = rows - 2 * top, cols - 2 * left
+        ratio = math.sqrt(rows * cols / (self.max_tiles * self.side**2)) if self.max_tiles else 0
+        if ratio > 1.1:
+            rows, cols = int(rows // ratio), int(cols // ratio)
+        return (rows, cols), box
+
+    def _layouts(self, inputs) -> list[tuple[tuple[int, int], Region] | None]:
+        """Per image: its tiles' grid and box (``_grid``), or None for a OneVision image processed as one view."""
+        counts = inputs.get("batch_num_images", [1] * len(inputs["image_sizes"]))
+        patched = [int(n) == 1 for n in counts for _ in range(int(n))]
+        return [
+            self._grid(int(w), int(h)) if tiled else None
+            for (h, w), tiled in zip(inputs["image_sizes"].tolist(), patched)
+        ]
+
+    def _span(self, inputs, batch_index, image_index) -> tuple[torch.Tensor, tuple | None]:
+        layouts = self._layouts(inputs)
+        counts = [self.side**2 + (1 if g is None else g[0][0] * (g[0][1] + 1)) for g in layouts]
+        spans = _image_spans(inputs["input_ids"], self.image_token_id, counts)
+        return _one_image(spans, batch_index, image_index), _image_grid(layouts, spans, batch_index, image_index)
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        span, _ = self._span(inputs, batch_index, image_index)
+        return span[: self.side**2], (self.side, self.side)
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        span, layout = self._span(inputs, batch_index, image_index)
+        width, height = image_size
+        base = span[: self.side**2]
+        if layout is None:  # padded to a square, centred
+            edge = max(width, height)
+            left, top = -((edge - width) // 2), -((edge - height) // 2)
+            return [View("padded square", (left, top, left + edge, top + edge), (self.side, self.side), base)]
+        (rows, cols), box = layout
+        grid = span[self.side**2 :].view(rows, cols + 1)[:, :cols].flatten()  # the newline tokens dropped
+        return [
+            View("base image", (0, 0, width, height), (self.side, self.side), base),
+            View("tiles", box, (rows, cols), grid),
+        ]
+
+
+@dataclass
+class SplitImageAdapter(Adapter):
+    """Idefics3 and SmolVLM (image splitting): the processor resizes the image (longest edge to ``longest_edge``,
+    aspect kept) then stretches it onto a canvas of rows x cols squares of ``tile`` pixels (each edge rounded up to
+    whole tiles) and splits it, row-major, adding the whole image resized onto one tile (the global image) last;
+    an image of one tile is that tile only. Each tile gives side x side tokens (pixel-shuffled patches), row-major,
+    one run of image tokens per tile between marker tokens; the global image's run follows the <global-img> token.
+    With do_image_splitting=False every image is the global image only.
+    """
+
+    side: int = 13  # tokens per tile edge
+    tile: int = 364  # pixels per tile edge (max_image_size)
+    longest_edge: int = 1456  # the first resize (size["longest_edge"])
+    splitting: bool = True
+
+    def language_model(self, model):
+        return model.model.text_model
+
+    def _canvas(self, width: int, height: int) -> tuple[int, int]:
+        """(rows, cols) of tiles the processor splits an image into; (0, 0): not split."""
+        height, width = _resize_output_size_rescale_to_max_len(height, width, max_len=self.longest_edge)
+        height, width = _resize_output_size_scale_below_upper_bound(height, width, max_len=MAX_IMAGE_SIZE)
+        aspect = width / height  # resize_for_vision_encoder
+        if width >= height:
+            width = math.ceil(width / self.tile) * self.tile
+            height = math.ceil(int(width / aspect) / self.tile) * self.tile
+        else:
+            height = math.ceil(height / self.tile) * self.tile
+            width = math.ceil(int(height * aspect) / self.tile) * self.tile
+        if not self.splitting or (height <= self.tile and width <= self.tile):
+            return 0, 0
+        return height // self.tile, width // self.tile
+
+    def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
+        """Positions [n_tiles, side * side] of one image's tokens, tile by tile (the global image last): one run of
+        image tokens per tile; an image ends with the run after the token that precedes each row's last run."""
+        spans = []
+        for row in inputs["input_ids"]:
+            runs = _runs(row == self.image_token_id)
+            global_tag = row[runs[-1][0] - 1] if runs else None
+            images, current = [], []
+            for start, length in runs:
+                current.append(torch.arange(start, start + length))
+                if row[start - 1] == global_tag:
+                    images.append(torch.stack(current))
+                    current = []
+            spans.append(images)
+        return _one_image(spans, batch_index, image_index)
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        return self._tile_positions(inputs, batch_index, image_index)[-1], (self.side, self.side)
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        tiles = self._tile_positions(inputs, batch_index, image_index)  # [n_tiles, side^2]
+        width, height = image_size
+        rows, cols = self._canvas(width, height)
+        if len(tiles) != rows * cols + 1:
+            raise ValueError(
+                f"{self.family} image {image_index} of batch row {batch_index} has {len(tiles)} tiles, but splitting "
+                f"a {width}x{height} image (longest edge {self.longest_edge}, tiles of {self.tile}) gives "
+                f"{rows}x{cols} tiles and the global image: build the adapter with the processor that made the inputs"
+            )
+        grid, dx, dy = (self.side, self.side), width / max(cols, 1), height / max(rows, 1)
+        views = [
+            View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), grid, tiles[r * cols + c])
+            for r in range(rows)
+            for c in range(cols)
+        ]
+        return [*views, View("global image", (0, 0, width, height), grid, tiles[-1])]
 
 
 @dataclass
@@ -287,6 +483,18 @@ NO_REGION_MAPPING = (
     "notebooks 01-02 and the head-sets built from them), CERS steering and the grid NCS "
     "(helpers.measures.steering, notebooks 03-04)"
 )
+
+
+UNMAPPED = {  # families the generic adapter serves whose layout no mapping test has checked yet
+    family: f". {family}'s layout ({layout}) has no adapter and no mapping test (tests/test_region_mapping.py) yet"
+    for family, layout in {
+        "paligemma": "a fixed grid: the image resized onto one square",
+        "mistral3": "native resolution, a row-break token after each row of merged patches",
+        "aya_vision": "tiles and a thumbnail, pixel-shuffled",
+        "lfm2_vl": "tiles and a thumbnail of variable patch grids",
+        "ovis2": "tiles and a thumbnail, tokens over a visual vocabulary",
+    }.items()
+}
 
 
 @dataclass
@@ -329,7 +537,8 @@ class GenericAdapter(Adapter):
     @property
     def no_region_mapping(self) -> str:
         """Why the region analyses cannot run on this family, and what can."""
-        return NO_REGION_MAPPING.format(family=self.family, hand_written=", ".join(sorted(ADAPTERS)))
+        why = UNMAPPED.get(self.family, "")
+        return NO_REGION_MAPPING.format(family=self.family, hand_written=", ".join(sorted(ADAPTERS))) + why
 
     def image_token_grid(self, inputs, batch_index, image_index):
         raise NotImplementedError(self.no_region_mapping)
@@ -345,7 +554,7 @@ def _text_shape(text_config) -> dict:
     )
 
 
-def _qwen(config) -> Adapter:
+def _qwen(config, image_processor=None) -> Adapter:
     text = config.text_config
     shape = _text_shape(text)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
@@ -361,7 +570,7 @@ def _qwen(config) -> Adapter:
     )
 
 
-def _gemma3(config) -> Adapter:
+def _gemma3(config, image_processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     side = int(round(math.sqrt(config.mm_tokens_per_image)))
     return SquareGridAdapter(
@@ -374,7 +583,7 @@ def _gemma3(config) -> Adapter:
     )
 
 
-def _llava(config) -> Adapter:
+def _llava(config, image_processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default":
@@ -387,12 +596,12 @@ def _llava(config) -> Adapter:
         candidate_layers=list(range(shape["n_layers"])),
         image_token_id=config.image_token_id,
         side=vision.image_size // vision.patch_size,
-        crop=True,
+        crop=bool(getattr(image_processor, "do_center_crop", True)),
         **shape,
     )
 
 
-def _internvl(config) -> Adapter:
+def _internvl(config, image_processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(
@@ -409,11 +618,66 @@ def _internvl(config) -> Adapter:
         image_token_id=config.image_token_id,
         side=side,
         crop=False,
+        **_tiling(image_processor, tuple(vision.image_size)),
         **shape,
     )
 
 
-def _gemma4(config) -> Adapter:
+def _tiling(image_processor, tile: tuple[int, int]) -> dict:
+    """InternVL's tiling: the image processor's tile size and tile counts, else the config's tile and
+    GotOcr2ImageProcessor's defaults (1..12 tiles)."""
+    if image_processor is None:
+        return dict(tile=tile, min_tiles=1, max_tiles=12)
+    size = image_processor.size
+    return dict(
+        tile=(size.height, size.width), min_tiles=image_processor.min_patches, max_tiles=image_processor.max_patches
+    )
+
+
+def _anyres(config, image_processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    has_cls = vision.model_type == "clip_vision_model"
+    if (config.vision_feature_select_strategy == "default") != has_cls:  # one token per patch: no CLS kept
+        raise ValueError(
+            f"{config.model_type} adapter needs one token per patch (CLIP's CLS dropped by the 'default' strategy, "
+            f"SigLIP with 'full'); got {vision.model_type} with {config.vision_feature_select_strategy!r}"
+        )
+    aspect = getattr(config, "vision_aspect_ratio", None)
+    return AnyResAdapter(
+        family=config.model_type,
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=vision.image_size // vision.patch_size,
+        tile=vision.image_size,
+        pinpoints=tuple(map(tuple, config.image_grid_pinpoints)),
+        max_tiles=int(aspect.removeprefix("anyres_max_")) if aspect else None,
+        **shape,
+    )
+
+
+def _split_image(config, image_processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    tile, longest, splitting = vision.image_size, 4 * vision.image_size, True  # the image processors' defaults
+    if image_processor is not None:
+        tile, longest = image_processor.max_image_size["longest_edge"], image_processor.size.longest_edge
+        splitting = image_processor.do_image_splitting
+    if tile != vision.image_size:
+        raise ValueError(f"{config.model_type}: tiles of {tile} px, but the vision tower takes {vision.image_size}")
+    return SplitImageAdapter(
+        family=config.model_type,
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=vision.image_size // vision.patch_size // config.scale_factor,
+        tile=tile,
+        longest_edge=longest,
+        splitting=splitting,
+        **shape,
+    )
+
+
+def _gemma4(config, image_processor=None) -> Adapter:
     text = config.text_config
     shape = _text_shape(text)
     never = shape["n_layers"] if text.num_kv_shared_layers else 0
@@ -436,6 +700,10 @@ ADAPTERS = {
     "llava": _llava,
     "internvl": _internvl,
     "gemma4": _gemma4,
+    "llava_next": _anyres,
+    "llava_onevision": _anyres,
+    "idefics3": _split_image,
+    "smolvlm": _split_image,
 }
 
 
@@ -512,11 +780,9 @@ def text_config_path(config) -> list[str]:
 def adapter_for(config, processor=None) -> Adapter:
     """The adapter of a model config: the family's hand-written one, else the generic one; an unsupported
     family raises, listing the supported ones and why the generic adapter does not apply. With the model's
-    ``processor``, LLaVA's grid follows its image processor: CLIP's centre crop (``do_center_crop``, the
-    default) or, without it, the whole image resized onto the square (the LLaVA toy)."""
+    ``processor`` (or its image processor), the layout follows the image processor: LLaVA's CLIP centre crop
+    (``do_center_crop``, the default) or, without it, the whole image resized onto the square (the LLaVA toy);
+    InternVL's tile size and tile counts."""
     if config.model_type not in ADAPTERS:
         return generic_adapter(config)
-    adapter = ADAPTERS[config.model_type](config)
-    if config.model_type == "llava" and processor is not None:
-        adapter.crop = bool(getattr(processor.image_processor, "do_center_crop", True))
-    return adapter
+    return ADAPTERS[config.model_type](config, getattr(processor, "image_processor", processor))

@@ -1,0 +1,108 @@
+"""Pixel region -> image tokens, checked against the model itself, family by family.
+
+Each family's tiny random model gets a vision tower whose attention outputs are zeroed (``local_vision``), so an
+image token's features depend on its own patches' pixels only. One region of a black image is painted white; the
+image tokens whose features change (the vision-tower outputs the model places into the language model's input
+embeddings) must be exactly the adapter's tokens of that region, and for a family that tiles, they must lie in
+every view (tile, thumbnail, global image) that shows part of the region.
+
+The processors resample with NEAREST, so that a resize moves no painted pixel into a neighbouring token's cell:
+the changed tokens must lie among the adapter's tokens of the region. A token whose cell the region overlaps
+by a sliver thinner than one resized pixel may keep its features (no painted pixel was sampled there), so the
+changed tokens must include the adapter's tokens of the region shrunk on every side by the most original pixels
+one resized pixel spans (the image's longer edge over the family's shortest view edge ``EDGE``, rounded up).
+"""
+
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import AutoModelForImageTextToText
+
+from helpers.engine import adapter_for
+from helpers.engine.loading import attn_implementation_for
+from tests.tiny_models import CONFIGS, TILING_CONFIGS, local_vision, tiny_processor
+
+EDGE = {  # the shortest edge, in pixels, any view of an image is resized to (the thumbnail, the base image)
+    "internvl": 56,
+    "llava_next": 28,
+    "llava_onevision": 28,
+    "idefics3": 28,
+    "smolvlm": 28,
+}
+MAPPED = list(EDGE)
+SIZES = [(200, 130), (90, 160), (56, 56)]  # (width, height): wide, tall, one tile
+REGIONS = [(0.52, 0.31, 0.75, 0.62), (0.0, 0.0, 0.15, 0.2), (0.85, 0.77, 1.0, 1.0), (0.2, 0.4, 0.9, 0.6)]
+
+
+@cache
+def _model_and_processor(family: str):
+    config = {**CONFIGS, **TILING_CONFIGS}[family]()
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_config(config, attn_implementation=attn_implementation_for(config))
+    return local_vision(model.eval()), tiny_processor(family)
+
+
+def _image(size: tuple[int, int], region=None) -> Image.Image:
+    """A black image of ``size`` (width, height), ``region`` (pixels) painted white."""
+    pixels = np.zeros((size[1], size[0], 3), np.uint8)
+    if region is not None:
+        x0, y0, x1, y1 = region
+        pixels[y0:y1, x0:x1] = 255
+    return Image.fromarray(pixels)
+
+
+@torch.no_grad()
+def _input_embeds(model, adapter, inputs: dict) -> torch.Tensor:
+    """The language model's input embeddings [B, T, D]: text embeddings with the image features placed in."""
+    seen = {}
+
+    def keep(module, args, kwargs):
+        seen["embeds"] = kwargs["inputs_embeds"]
+
+    handle = adapter.language_model(model).register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        model.model(**inputs)
+    finally:
+        handle.remove()
+    return seen["embeds"]
+
+
+def _pixels(size, fractions) -> tuple[int, int, int, int]:
+    width, height = size
+    x0, y0, x1, y1 = fractions
+    return round(x0 * width), round(y0 * height), round(x1 * width), round(y1 * height)
+
+
+def _shrunk(region, margin: int, size: tuple[int, int]):
+    """``region`` shrunk by ``margin`` pixels on each side inside the image (an edge on the image's stays)."""
+    x0, y0, x1, y1 = region
+    width, height = size
+    return x0 and x0 + margin, y0 and y0 + margin, x1 - margin * (x1 < width), y1 - margin * (y1 < height)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("family", MAPPED)
+def test_region_tokens_are_the_tokens_whose_features_change(family, size):
+    model, processor = _model_and_processor(family)
+    adapter = adapter_for(model.config, processor)
+    text = [f"a {processor.image_token} b"]
+    blank = processor(text=text, images=[_image(size)], return_tensors="pt")
+    reference = _input_embeds(model, adapter, blank)[0]  # [T, D]
+    for fractions in REGIONS:
+        region = _pixels(size, fractions)
+        painted = processor(text=text, images=[_image(size, region)], return_tensors="pt")
+        assert torch.equal(painted["input_ids"], blank["input_ids"])
+        change = (_input_embeds(model, adapter, painted)[0] - reference).abs().amax(-1)  # [T]
+        changed = set(change.gt(1e-4).nonzero().flatten().tolist())
+        mapped = set(adapter.region_positions(painted, region, size).tolist())
+        inner = _shrunk(region, math.ceil(max(size) / EDGE[family]), size)
+        assert changed <= mapped, (region, sorted(changed - mapped))
+        assert set(adapter.region_positions(painted, inner, size).tolist()) <= changed, region
+        views = adapter.views(painted, size, 0, 0)
+        covering = [view.name for view in views if view.positions_under(inner).numel()]
+        touched = [view.name for view in views if changed & set(view.positions.tolist())]
+        assert set(covering) <= set(touched) and len(covering) >= min(len(views), 2), (covering, touched)
