@@ -16,10 +16,11 @@
 # %% [markdown]
 # # 02 · Overlap: how much do the 12 settings agree on which heads are "visual"?
 #
-# The paper's first finding: changing the attention source or the query type replaces much of the
-# top-k head-set, changing the corpus much less, while two halves of the same discovery data agree
-# almost perfectly. Here the same comparisons on the model in use, beside the paper's numbers
-# (Qwen3-VL-8B, top-100 of 1,152 heads). Scores come from notebook 01's cache: no new forward passes.
+# The paper reports, as its first finding, that changing the attention source or the query type replaces
+# much of the top-k head-set, changing the corpus much less, and that two halves of the same discovery
+# data agree almost perfectly (Qwen3-VL-8B, top-100 of 1,152 heads). Here the same comparisons on the
+# model in use, beside the paper's numbers; the sentences under Table 1 say, from this run's numbers,
+# which of these hold here. Scores come from notebook 01's cache: no new forward passes.
 
 # %% tags=["parameters"]
 model = "toy"
@@ -61,6 +62,7 @@ from helpers.measures.overlap import (
 from helpers.runner import params, report
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
+from helpers.studies import claims, findings
 
 P = params.gather(globals(), "02_overlap")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
@@ -107,11 +109,8 @@ table1.insert(
     1, "paper (top-100 of 1,152)", paper.set_index("comparison").loc[table1.comparison, "paper_top100_overlap"].values
 )
 table1 = report.table(table1, "table01_overlap_by_factor", P.out_dir)
-order = table1.set_index("comparison")["median overlap"]
-print(
-    "ordering source < query < corpus < half-split:",
-    order["source"] < order["query"] < order["corpus"] < order["half-split"],
-)
+print(findings.split_agreement_sentence(table1))
+print(claims.sentences(P.out_dir, ("source overlap", "query overlap", "corpus overlap", "half-split overlap")))
 
 # %% [markdown]
 # ## Table 20: overlap at half the data against the half-split noise ceiling

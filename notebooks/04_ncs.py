@@ -19,9 +19,10 @@
 # Each discovered head-set S has the image hidden from its heads on a single-image MCQ, in two arms
 # with the same options: matched (the image shows the correct option) and mismatched (it shows a class
 # outside the options). drop = P_clean(c) − P_masked(c); NCS = drop(matched) − drop(mismatched), so
-# damage that masking does to any prompt cancels. The paper's second finding: necessity follows the
-# attention source — query-span (and output-token) sets are necessary, last-token sets are not — and
-# it separates the settings against layer-matched random sets, where steering (notebook 03) does not.
+# damage that masking does to any prompt cancels. The paper reports, as its second finding, that
+# necessity follows the attention source (query-span and output-token sets are necessary, last-token
+# sets are not) and that it separates the settings against layer-matched random sets, where steering
+# (notebook 03) does not. The sentences under the tables say what this run shows.
 
 # %% tags=["parameters"]
 model = "toy"
@@ -51,6 +52,7 @@ from helpers.measures.stats import against_random, bootstrap_interval, holm, pai
 from helpers.measures.steering import ncs_grid
 from helpers.runner import params, report, sizes
 from helpers.stimuli.design import SETTINGS, parse_setting
+from helpers.studies import claims, findings
 from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "04_ncs")
@@ -84,6 +86,7 @@ shown = report.table(
     "table03_ncs",
     columns=["paper_NCS", "paper_random_mean", "paper_p", "paper_source"],
 )
+print(findings.versus_random_sentence(table3, "NCS"))
 
 # %% [markdown]
 # Table 11: each arm's clean and masked P(correct) and its drop for S; S's NCS with a paired 95%
@@ -134,6 +137,7 @@ contrast = pd.DataFrame(
     ]
 )
 contrast = report.table(contrast, "ncs_source_contrast", P.out_dir, float_format="%.3g")
+print(claims.sentences(P.out_dir, ("necessity follows the source",)))
 
 # %% [markdown]
 # ## Table 5: at which query rows does necessity act?

@@ -7,8 +7,9 @@ Rules (the thresholds are named constants, so a report states what it applied):
   audit out of range (DEPENDS_ON) is "not interpretable", never scored;
 - every comparison counts a difference as an effect only when it reaches MIN_EFFECT (exceeds), never on a
   float-noise margin;
-- against random sets: pass when the Holm-adjusted rank p <= ALPHA and S exceeds the random sets' mean by
-  MIN_EFFECT; "not interpretable" when even the
+- against random sets (`versus_random`, the rule of every notebook and claim too): pass when the
+  Holm-adjusted rank p <= ALPHA and S exceeds the random sets' mean by MIN_EFFECT; "not interpretable"
+  when even the
   best possible rank (S above every random set) could not reach ALPHA after Holm (too few random sets
   for the number of head-sets), since then a fail says nothing about the set;
 - the half-split noise ceiling: pass when the two halves of the discovery data share >= CEILING_SHARE of
@@ -90,6 +91,27 @@ def exceeds(difference: float, minimum: float = MIN_EFFECT) -> bool:
     return bool(difference >= minimum)
 
 
+BEATS, BELOW_MINIMUM, WITHIN = "beats random", "below the minimum effect", "within random"
+# A z needs random sets that vary: below this SD (a tenth of MIN_EFFECT) the random sets sit at float noise
+# and z = (S - mean) / SD measures that noise, not S (the tables cap and flag it at Z_CAP).
+Z_SD_FLOOR = MIN_EFFECT / 10
+
+
+def versus_random(p: float, effect: float, alpha: float = ALPHA, minimum: float = MIN_EFFECT) -> str:
+    """The one rule by which a head-set beats its random sets, in 03-07, the claims and the report card:
+    its (Holm-adjusted, where several sets are tested) rank p is at most `alpha` AND its effect (S minus
+    the random sets' mean) reaches `minimum`. A p at its floor with an effect below the minimum is a tie at
+    the tables' precision (BELOW_MINIMUM), never a win."""
+    if p <= alpha and exceeds(effect, minimum):
+        return BEATS
+    return BELOW_MINIMUM if p <= alpha else WITHIN
+
+
+def z_estimable(random_sd: float) -> bool:
+    """A z-score means something: the random sets' SD reaches Z_SD_FLOOR."""
+    return bool(random_sd >= Z_SD_FLOOR)
+
+
 def holm_floor(n_random: int, n_sets: int) -> float:
     """The smallest Holm-adjusted rank p any set can get: n_sets / (R + 1), capped at 1."""
     return min(1.0, n_sets / (n_random + 1))
@@ -108,9 +130,10 @@ def against_random_verdict(
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
     effect = row["S"] - row["random mean"]
-    if row["p Holm"] <= ALPHA and exceeds(effect):
+    outcome = versus_random(row["p Holm"], effect)
+    if outcome == BEATS:
         return Verdict(head_set, check, PASS, number, f"Holm-adjusted rank p <= {ALPHA}, effect >= {MIN_EFFECT:g}")
-    if row["p Holm"] <= ALPHA:
+    if outcome == BELOW_MINIMUM:
         reason = f"rank p <= {ALPHA} but S exceeds the random mean by {effect:.4f} < the minimum effect {MIN_EFFECT:g}"
         return Verdict(head_set, check, FAIL, number, reason)
     if floor > ALPHA:
