@@ -114,3 +114,24 @@ pd.DataFrame(
         for name, step in STEPS.items()
     ]
 )
+
+# %% [markdown]
+# ## Table 28: the protocol per result
+# Each result's head-set, evaluation data, N (items, or discovery strips) and R (random head-sets per
+# discovered set; in parentheses the R of the referring + query-span rows, or of k = 100), read from the
+# notebooks' size parameters and helpers/runner/sizes.py under both profiles, beside the paper's Table 28.
+# The rows after the paper's six are analyses it does not list there.
+
+# %%
+from helpers.studies.protocol_tables import conversion_table, protocol_table
+
+report.table(protocol_table(), "table28_protocol", P.out_dir, "table28_protocol", on="result", float_format="%.4g")
+
+# %% [markdown]
+# ## Table 29: the benchmark conversion recipes
+# The converters' registry (helpers/stimuli/pointing_convert.py): each benchmark's pointing task, its
+# recipe and what the four cells show, beside the paper's source content and recipe. A benchmark joins the
+# pointing suite of notebook 06 through its `benchmarks` parameter.
+
+# %%
+report.table(conversion_table(), "table29_conversion", P.out_dir, "table29_conversion", on="benchmark")

@@ -34,6 +34,7 @@ n_items = 100
 n_random = 20
 n_boot = 2000
 rows = "all"
+beta = 10.0  # Figure 8's steering strength (notebook 03's default)
 sets_per_forward = 64
 seed = 0
 profile = "default"
@@ -46,13 +47,14 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers.figures.causal import plot_against_random
+from helpers.figures.causal import plot_against_random, plot_causal_example, plot_grid_contrast
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
 from helpers.measures.steering import ncs_grid
 from helpers.runner import params, report, sizes
 from helpers.stimuli.design import SETTINGS, parse_setting
 from helpers.studies import claims, findings
+from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "04_ncs")
@@ -181,3 +183,19 @@ table6["paper NCS_grid"] = [paper6[f"paper_{c}_NCS_grid"].get(qs, np.nan) for c,
 table6["paper p"] = [paper6[f"paper_{c}_p"].get(qs, np.nan) for c, qs in setting_parts.values]
 table6 = report.table(table6, "table06_ncs_grid", P.out_dir)
 report.figure(plot_against_random(table6, "NCS_grid"), "table06_ncs_grid", P.out_dir)
+
+# %% [markdown]
+# ## Figure 1 (causal panel) and Figure 8: one item through the tests
+# Figure 1's bars: on the first evaluation grid, P(c) with a distractor's cell or the answer's cell hidden
+# from co-ref-qsp's S and from its first layer-matched random set (that item's NCS_grid is the difference).
+# Figure 8: the same grid steered by S to the answer's cell and to the distractor's (CERS, β = `beta`), and
+# the first matched and mismatched single images with the image hidden from S (NCS).
+
+# %%
+example_setting = "co-ref-qsp"
+contrast_example = grid_contrast(exp.lm, P.eval_corpus, P.seed, exp.with_controls(example_setting, 1))
+report.figure(
+    plot_grid_contrast(contrast_example, [f"S ({example_setting})", "random set 1"]), "fig01_causal_panel", P.out_dir
+)
+walk_through = causal_example(exp.lm, P.eval_corpus, P.seed, exp.discovered[example_setting], P.beta)
+report.figure(plot_causal_example(walk_through, example_setting, P.beta), "fig08_cers_vs_ncs", P.out_dir)

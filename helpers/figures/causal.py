@@ -74,3 +74,65 @@ def plot_beta_sweep(sweep: pd.DataFrame) -> plt.Figure:
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _show_item(ax, item, title: str, boxes: dict[str, str]) -> None:
+    """The item's image with chosen regions outlined: {box name: colour}."""
+    ax.imshow(item.image)
+    for name, colour in boxes.items():
+        x0, y0, x1, y1 = item.boxes[name]
+        ax.add_patch(plt.Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=2))
+    ax.set_title(title, fontsize=8)
+    ax.axis("off")
+
+
+def plot_grid_contrast(example: dict, labels: list[str]) -> plt.Figure:
+    """Figure 1, step 2: one grid item, and P(c) for each set (`labels`) with a distractor's cell hidden
+    from it and with the answer's cell hidden (example: helpers.studies.example_item.grid_contrast)."""
+    item, letters = example["item"], ("A", "B", "C", "D")
+    c, d = letters[item.correct], letters[example["distractor"]]
+    fig, (image_ax, ax) = plt.subplots(1, 2, figsize=(7.5, 3.0), gridspec_kw={"width_ratios": [1, 1.6]})
+    _show_item(image_ax, item, f"answer {c} (green), distractor {d} (orange)", {c: "#2ca02c", d: "#ff7f0e"})
+    x = np.arange(len(labels))
+    ax.bar(x - 0.18, example["p d hidden"], width=0.36, color="#ff7f0e", label=f"ρ({d}) hidden (distractor)")
+    ax.bar(x + 0.18, example["p c hidden"], width=0.36, color="#2ca02c", label=f"ρ({c}) hidden (answer)")
+    ax.axhline(example["p clean"], color="black", lw=0.8, ls="--", label="clean")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("P(correct)")
+    ax.set_title("NCS_grid on one item: P(c) with one cell hidden from the set", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_causal_example(example: dict, setting: str, beta: float) -> plt.Figure:
+    """Figure 8: the CERS grid steered to the answer's cell and to a distractor's (P(A..D)), and the NCS
+    arms' single images clean and with the image hidden from S (P(correct)); example from
+    helpers.studies.example_item.causal_example."""
+    grid, letters = example["grid"], ("A", "B", "C", "D")
+    c, d = letters[grid.correct], letters[example["distractor"]]
+    fig, axes = plt.subplots(1, 4, figsize=(12, 3.0), gridspec_kw={"width_ratios": [1, 1.4, 0.8, 0.8]})
+    _show_item(axes[0], grid, f"CERS grid: answer {c}, distractor {d}", {c: "#2ca02c", d: "#ff7f0e"})
+    x = np.arange(4)
+    for offset, key, colour, label in (
+        (-0.27, "p clean", "#9e9e9e", "clean"),
+        (0.0, "p to c", "#2ca02c", f"do(S → {c})"),
+        (0.27, "p to d", "#ff7f0e", f"do(S → {d})"),
+    ):
+        axes[1].bar(x + offset, example[key], width=0.27, color=colour, label=label)
+    axes[1].set_xticks(x, letters)
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_ylabel("P(letter)")
+    axes[1].set_title(f"{setting} steered, β = {beta:g}", fontsize=8)
+    axes[1].legend(fontsize=7)
+    for ax, arm in zip(axes[2:], ("matched", "mismatched")):
+        single = example["single"][arm]
+        ax.imshow(single["item"].image)
+        ax.set_title(
+            f"{arm}: P(correct)\nclean {single['p clean']:.2f}, image hidden from S {single['p masked']:.2f}",
+            fontsize=8,
+        )
+        ax.axis("off")
+    fig.tight_layout()
+    return fig

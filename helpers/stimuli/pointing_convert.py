@@ -34,6 +34,11 @@ RECIPES = {
     "spatialrgpt-bench": "retrieval",
 }
 QUESTION = "Which cell shows the correct answer?"
+# what a converted task's four cells show, per recipe (Table 25's "shown and asked", Table 29's recipe)
+SHOWN = {
+    "overlay": "The photo four times, one option's text overlaid on each; the question in text.",
+    "retrieval": "Four images; the question holds for one of them; the correct cell is that image.",
+}
 
 
 class BenchmarkError(ValueError):
@@ -155,9 +160,6 @@ def converted_task(name: str, source: str | Path) -> Task:
         texts = item["options"] + ["none of these"]
         return Cells(tiles=tiles, texts=texts, question=question, phrase=phrase, correct=item["correct"])
 
-    shown = {
-        "overlay": "The photo four times, one option's text overlaid on each; the question in text.",
-        "retrieval": "Four images; the question holds for one of them; the correct cell is that image.",
-    }[recipe]
+    shown = SHOWN[recipe]
     digest = hashlib.sha256(_jsonl(Path(source)).read_bytes()).hexdigest()[:16]  # the file's items, for cache keys
     return Task(f"{name}_pointing", "converted", shown, cells, source=digest)

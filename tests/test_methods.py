@@ -1,0 +1,173 @@
+"""The published methods (helpers.measures.methods): known cases on hand-built attention, refusals, and a finite
+[L, H] score from every method on the toy."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.engine import load_model
+from helpers.engine.top_key import AttentionRows, top_key_positions
+from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, rank_agreement
+from helpers.measures.methods.gaze import gaze_from_panel_mass, panel_variants
+from helpers.measures.methods.localization import (
+    chord_elbow,
+    item_votes,
+    spatial_entropy,
+    value_elbow,
+)
+from helpers.measures.methods.qrhead import doc_scores, null_item
+from helpers.measures.methods.top1_hits import hit_sum, longest_common_run, rouge1_recall, sparsemm_steps
+from helpers.measures.methods.ver import ver_ratio, ver_score
+from helpers.stimuli.prepared import items_of
+
+# ------------------------------------------------------------------------------------------------ known cases
+
+
+def test_gaze_is_the_diagonal_mean_of_raw_panel_mass():
+    mass = np.zeros((2, 3, 1, 2, 3))  # 2 strips, 3 panels, 1 layer, 2 heads
+    for p in range(3):
+        mass[:, p, 0, 0, p] = 0.6  # head 0 looks at the asked-about panel
+        mass[:, p, 0, 1, 0] = 0.9  # head 1 always looks at panel 1
+    score = gaze_from_panel_mass(mass)
+    np.testing.assert_allclose(score, [[0.6, 0.3]])  # raw, not renormalised: head 1 hits only when panel 1 is asked
+
+
+def test_gaze_asks_about_every_panel():
+    strip = items_of("strip_ord", "cm", 1, 0)[0]
+    variants = panel_variants(strip)
+    assert [v.target for v in variants] == [f"panel {p}" for p in range(1, 7)]
+    assert variants[2].prompt.endswith("What is in panel 3?") and variants[2].image is strip.image
+
+
+def test_ver_is_the_evidence_share_of_image_attention():
+    np.testing.assert_allclose(ver_ratio(np.array([0.2, 0.0]), np.array([0.4, 0.0])), [0.5, 0.0])
+
+
+def test_spatial_entropy_known_maps():
+    one_blob = np.zeros((4, 4))
+    one_blob[1:3, 1:3] = 0.2  # one 8-connected component
+    assert spatial_entropy(one_blob) == pytest.approx(0.0)
+    two = np.zeros((4, 4))
+    two[0, 0] = two[3, 3] = 0.4  # two components of equal mass
+    assert spatial_entropy(two) == pytest.approx(math.log(2))
+    diagonal = np.zeros((4, 4))
+    diagonal[0, 0] = diagonal[1, 1] = 0.4  # diagonal neighbours: one component under 8-connectivity
+    assert spatial_entropy(diagonal) == pytest.approx(0.0)
+    assert spatial_entropy(np.full((3, 3), 0.1)) == math.inf  # nothing above the mean
+
+
+def test_value_elbow_selects_by_attention_sum_not_by_head_index():
+    values = np.array([[0.9, 0.01], [0.02, 0.03], [0.85, 0.04]])  # high sums at flat indices 0 and 4
+    assert chord_elbow(values) == 3  # sorted: .01 .02 .03 .04 .85 .9 -> the last low point before the jump
+    np.testing.assert_array_equal(value_elbow(values), values >= 0.04)
+    # their code would keep heads with flat index >= the elbow head's index (3): indices 3, 4, 5 -> [0.04, .85, .03]
+    entropy = np.array([[0.1, 0.0], [0.0, 0.0], [0.5, 0.2]])
+    np.testing.assert_array_equal(item_votes(values, entropy, per_item_top=2), [[1, 0], [0, 0], [0, 1]])
+
+
+def _hand_rows() -> AttentionRows:
+    """1 layer x 3 heads, 2 rows, keys at positions 10..13: head 0 looks at 11, head 1 at 13, head 2 at 10/12."""
+    weights = torch.zeros(1, 3, 2, 4)
+    weights[0, 0, :, 1] = 0.7
+    weights[0, 1, :, 3] = 0.6
+    weights[0, 2, 0, 0] = weights[0, 2, 1, 2] = 0.5
+    return AttentionRows(weights=weights, rows=torch.tensor([20, 21]), keys=torch.tensor([10, 11, 12, 13]))
+
+
+def test_sparsemm_scores_one_over_region_size_at_steps_naming_one_region():
+    top = top_key_positions(_hand_rows())
+    assert top[0].tolist() == [[11, 11], [13, 13], [10, 12]]
+    texts = {"panel 1": "red star", "panel 2": "blue ring"}
+    steps = sparsemm_steps([" red", "red", " ", "ring", "r"], texts)
+    assert steps == [(1, "panel 1"), (3, "panel 2")]  # " red" is in neither, " " and "r" are in both
+    region_1 = torch.zeros(30, dtype=torch.bool)
+    region_1[[10, 11]] = True
+    region_2 = torch.zeros(30, dtype=torch.bool)
+    region_2[[12, 13]] = True
+    score = hit_sum(top, [region_1, region_2], [1 / 2, 1 / 2])
+    np.testing.assert_allclose(score, [[0.5, 0.5, 1.0]])
+
+
+def test_ocr_scores_the_answer_recall_on_region_hits():
+    assert longest_common_run([5, 6, 7], [1, 5, 6, 9, 7]) == 2
+    top = top_key_positions(_hand_rows())
+    region = torch.zeros(30, dtype=torch.bool)
+    region[[11, 12]] = True
+    total = hit_sum(top, [region, region], [2 / 3, 2 / 3])
+    np.testing.assert_allclose(total / 2, [[2 / 3, 0.0, 1 / 3]])  # mean over the two entries
+
+
+def test_retrieval_counts_copies_from_the_span():
+    assert rouge1_recall("red star in panel 3", "Red star, panel 3") == pytest.approx(0.8)
+    top = top_key_positions(_hand_rows())
+    ids = torch.zeros(30, dtype=torch.long)
+    ids[[10, 11, 12, 13]] = torch.tensor([4, 8, 4, 9])
+    span = torch.zeros(30, dtype=torch.bool)
+    span[[11, 12, 13]] = True  # the needle
+    generated = [8, 4]  # step 0 copies id 8 (position 11), step 1 copies id 4 (position 12; 10 is outside)
+    targets = [span & (ids == t) for t in generated]
+    np.testing.assert_allclose(hit_sum(top, targets, [1 / 3, 1 / 3]), [[1 / 3, 0.0, 1 / 3]])
+
+
+def test_qrhead_calibrated_doc_scores_drop_outlier_tokens():
+    calibrated = np.zeros((1, 1, 7))
+    calibrated[0, 0, :6] = [0.1, 0.1, 0.1, 0.1, 0.1, -1.0]  # doc 0: the -1.0 is below mean - 2 std
+    calibrated[0, 0, 6] = 0.3  # doc 1: one token, kept whole
+    scores = doc_scores(calibrated, [np.arange(6), np.array([6])])
+    np.testing.assert_allclose(scores, [[[0.5, 0.3]]])
+    item = items_of("strip_ord", "cm", 1, 0)[0]
+    null = null_item(item)
+    assert null.prompt.endswith("What is in N/A?") and null.query_text == "N/A"
+
+
+def test_rank_agreement():
+    assert rank_agreement(np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3) ** 2) == pytest.approx(1.0)
+
+
+def test_every_method_has_its_facts():
+    assert set(FACTS) == set(METHODS) and set(CAUSAL_REFERENCES) <= set(METHODS)
+    for facts in FACTS.values():
+        assert all(getattr(facts, field) for field in facts.__dataclass_fields__)
+
+
+# ------------------------------------------------------------------------------------------------ the toy
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_model("toy")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_gives_a_finite_score_on_the_toy(toy, name):
+    kind = "strip_ref" if name == "retrieval" else "strip_ord"
+    items = list(items_of(kind, "cm", 1 if name in CAUSAL_REFERENCES else 3, 0))
+    score = METHODS[name](toy, items)
+    shape = (len(toy.adapter.candidate_layers), toy.adapter.n_heads)
+    assert score.shape == shape and np.isfinite(score).all()
+    assert np.ptp(score) > 0, f"{name} gave every head the same score"
+
+
+@pytest.mark.parametrize(
+    "name, kind, message",
+    [
+        ("gaze", "grid", "strip items"),
+        ("ver", "single_matched", "holds every image token"),
+        ("localization", "single_matched", "spatial entropy needs a map"),
+        ("qrhead", "single_matched", "one region"),
+        ("sparsemm", "single_matched", "exactly one region"),
+        ("retrieval", "grid", "copied from the prompt"),
+    ],
+)
+def test_methods_refuse_items_they_cannot_serve(toy, name, kind, message):
+    with pytest.raises(ValueError, match=message):
+        METHODS[name](toy, list(items_of(kind, "cm", 2, 0)))
+
+
+def test_region_methods_refuse_a_model_without_region_mapping():
+    generic = SimpleNamespace(adapter=SimpleNamespace(maps_regions=False, family="paligemma"))
+    with pytest.raises(ValueError, match="maps no pixel region"):
+        ver_score(generic, list(items_of("strip_ord", "cm", 1, 0)))
