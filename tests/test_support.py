@@ -4,7 +4,7 @@ tests cover; ``python -m tests.test_support`` prints it for the README."""
 import torch
 
 from helpers.engine import ATTENTION, HIDE, Intervention, Read, probe, wrap_model
-from helpers.engine.support import COLUMNS, FamilySupport, region_support, support_matrix
+from helpers.engine.support import MATRIX_COLUMNS, FamilySupport, region_support, support_matrix
 from tests.oracle import ORACLE, oracle_bias
 from tests.test_engine import _eager_mass, _groups, _head_set, _oracle_logits
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
@@ -46,11 +46,11 @@ def family_support(family: str) -> FamilySupport:
 
 
 def test_support_matrix_has_a_row_per_family():
-    rows = [family_support(family) for family in ("internvl", "paligemma")]
+    rows = [family_support(family) for family in ("internvl", "aya_vision")]
     table = support_matrix(rows).splitlines()
-    assert table[0] == "| " + " | ".join(COLUMNS) + " |" and len(table) == 2 + len(rows)
-    assert table[2].startswith("| internvl | yes | yes | yes | yes: InternVL | yes | ")
-    assert table[3].startswith("| paligemma | yes | yes | yes | no: generic adapter")
+    assert table[0] == "| " + " | ".join(MATRIX_COLUMNS) + " |" and len(table) == 2 + len(rows)
+    assert table[2].startswith("| aya_vision | yes | yes | yes | no: generic adapter")
+    assert table[3].startswith("| internvl | yes | yes | yes | yes: InternVL | yes | ")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COLUMNS = ("family", "read", "mask", "steer", "region analyses", "generate", "largest oracle error")
+MATRIX_COLUMNS = ("family", "read", "mask", "steer", "region analyses", "generate", "largest oracle error")
 
 
 @dataclass
@@ -36,8 +36,8 @@ def _mark(ok: bool) -> str:
 
 
 def support_matrix(rows: list[FamilySupport]) -> str:
-    """A markdown table, one row per family (sorted), the columns of ``COLUMNS``."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """A markdown table, one row per family (sorted), the columns of ``MATRIX_COLUMNS``."""
+    lines = ["| " + " | ".join(MATRIX_COLUMNS) + " |", "|" + "---|" * len(MATRIX_COLUMNS)]
     for row in sorted(rows, key=lambda r: r.family):
         cells = [row.family, *map(_mark, (row.read, row.mask, row.steer)), row.regions, _mark(row.generate)]
         lines.append("| " + " | ".join([*cells, f"{row.oracle_error:.1e}"]) + " |")

@@ -91,7 +91,7 @@ def plot_grid_contrast(example: dict, labels: list[str]) -> plt.Figure:
     from it and with the answer's cell hidden (example: helpers.studies.example_item.grid_contrast)."""
     item, letters = example["item"], ("A", "B", "C", "D")
     c, d = letters[item.correct], letters[example["distractor"]]
-    fig, (image_ax, ax) = plt.subplots(1, 2, figsize=(7.5, 3.0), gridspec_kw={"width_ratios": [1, 1.6]})
+    fig, (image_ax, ax) = plt.subplots(1, 2, figsize=(7.5, 3.3), gridspec_kw={"width_ratios": [1, 1.6]})
     _show_item(image_ax, item, f"answer {c} (green), distractor {d} (orange)", {c: "#2ca02c", d: "#ff7f0e"})
     x = np.arange(len(labels))
     ax.bar(x - 0.18, example["p d hidden"], width=0.36, color="#ff7f0e", label=f"ρ({d}) hidden (distractor)")
@@ -101,7 +101,7 @@ def plot_grid_contrast(example: dict, labels: list[str]) -> plt.Figure:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("P(correct)")
     ax.set_title("NCS_grid on one item: P(c) with one cell hidden from the set", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     fig.tight_layout()
     return fig
 

@@ -282,7 +282,7 @@ def rows(out_dir: Path) -> list[dict]:
     return found
 
 
-def counts(found: list[dict]) -> dict[str, int]:
+def status_counts(found: list[dict]) -> dict[str, int]:
     """Artefacts per status, and how many list a file the run folder lacks."""
     tally = {s: sum(r["artefact"].status == s for r in found) for s in STATUSES}
     tally["with files missing"] = sum(bool(r["missing"]) for r in found)
@@ -295,7 +295,7 @@ def _cell(text: str) -> str:
 
 def index_markdown(out_dir: Path) -> tuple[str, dict[str, int]]:
     found = rows(out_dir)
-    tally = counts(found)
+    tally = status_counts(found)
     lines = [
         "# Artefact index: the paper's figures and tables in this run folder",
         "",

@@ -14,7 +14,6 @@ from helpers.stimuli.design import k_for
 from helpers.stimuli.pointing_convert import RECIPES, SHOWN
 
 PAPER_HEADS = 1152  # Qwen3-VL-8B's candidate heads: the paper's k are counts of these
-PROFILES = ("default", "paper")
 RECIPE_NAMES = {"overlay": "same-image overlay", "retrieval": "image retrieval"}
 MISMATCHED_ARM = {"overlay": "the photo with no option overlaid", "retrieval": "a blank grey cell"}
 
@@ -75,7 +74,7 @@ def protocol_table() -> pd.DataFrame:
     out = []
     for result, notebook, head_set, data, n, r in ROWS:
         row = {"result": result, "notebook": notebook}
-        for profile in PROFILES:
+        for profile in sizes.PROFILE_NAMES:
             p = notebook_sizes(notebook, profile)
             if profile == "default":
                 row |= {"head-set": head_set(p), "evaluation data": data(p)}
