@@ -16,6 +16,9 @@ copy. For each head-set S the card holds:
 - steerability: CERS against layer-matched and any-layer random sets at the chosen beta, a beta sweep;
 - generic damage (attention sinks, text-heavy heads, whole layers, random 2k / 4k heads) and the row
   groups where necessity acts (all / question + option / last);
+- with `--controls SCHEME` (`controls`), a control-scheme line: NCS against the random sets one of the
+  field's control schemes draws (helpers/measures/control_schemes.py: bottom5, same-band, ...), its
+  verdict beside the layer-matched one;
 - a verdict table (helpers/studies/verdicts.py) and a conclusion built from its rows.
 
 Every run goes through the result cache with the same draws as notebooks 03-05 (the named streams of
@@ -36,6 +39,7 @@ import pandas as pd
 
 from helpers.engine import HIDE, load_model
 from helpers.engine.loading import model_fingerprint
+from helpers.measures import control_schemes
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
@@ -51,13 +55,12 @@ from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import against_random, holm, t_interval
 from helpers.measures.steering import cers, ncs_grid, steering_run
 from helpers.runner import sizes
+from helpers.runner.params import declared_parameters
 from helpers.stimuli.design import SETTINGS, parse_setting
 from helpers.storage import headsets, paths, runs
 from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
 from helpers.studies.profiles import PROFILES, forward_copies, sizes_for
-
-DISCOVERY_BATCH = 16  # 01_discovery's batch size: its cache chunks
 
 
 @dataclass
@@ -114,6 +117,7 @@ class Protocol:
         self.head_sets = resolve_head_sets(
             params.heads, params.data_dir, params.model, self.n_layers, self.n_heads, params.import_k
         )
+        self.controls = getattr(params, "controls", None)  # a control scheme for the card's extra line, or None
 
     # ---- cached runs (the same calls as helpers/studies/experiment.py, at this card's sizes)
 
@@ -186,7 +190,9 @@ class Protocol:
             return None
         s, p = parse_setting(head_set.setting), self.params
         n_strips = self.sizes["n_strips"]
-        per_item = discover(self.lm, s.corpus, s.query, n_strips, p.seed, self.cache, DISCOVERY_BATCH)
+        # 01's own strips per forward: the cache is chunked by it, so 01's scores are read back
+        strips_per_forward = declared_parameters("01_discovery")["strips_per_forward"]
+        per_item = discover(self.lm, s.corpus, s.query, n_strips, p.seed, self.cache, strips_per_forward)
         record = head_set.record
         scores = setting_scores(
             per_item, head_set.setting, record.get("key_agg", "raw"), record.get("row_agg", "mean")
@@ -287,6 +293,50 @@ class Protocol:
         table.insert(0, "head-set", head_set.name)
         return table
 
+    def score_map(self, head_set: HeadSet) -> np.ndarray | None:
+        """[L, H] the discovery score of every head, for the bottom5 scheme: a setting's from 01's score table
+        in the data folder (the scores notebook 05 draws from), an imported score matrix's own; else None."""
+        table = Path(self.params.data_dir) / "discovery_scores.csv"
+        if head_set.setting is not None and table.exists():
+            return headsets.load_score_maps(table, [head_set.setting], self.n_layers, self.n_heads)[head_set.setting]
+        if head_set.path.suffix in (".npy", ".csv"):
+            matrix = (
+                np.load(head_set.path)
+                if head_set.path.suffix == ".npy"
+                else np.loadtxt(head_set.path, delimiter=",", ndmin=2)
+            )
+            return matrix.astype(float) if matrix.shape == (self.n_layers, self.n_heads) else None
+        return None
+
+    def control_scheme(self, head_set: HeadSet) -> dict | None:
+        """NCS of S against the random sets of the card's control scheme (`controls`) from the scheme's stream
+        keyed by the set's name (a setting's: notebook 05's draws): a row as `necessity`'s, with the draws' mean
+        size; the unseeded scheme pools one set per seed and adds the per-seed spread. None when bottom5 has no
+        score map for the set."""
+        scheme, r, seed = self.controls, self.sizes["n_random"], self.params.seed
+        scores = self.score_map(head_set) if scheme == "bottom5" else None
+        if scheme == "bottom5" and scores is None:
+            return None
+        if scheme == "unseeded":
+            per_seed = control_schemes.unseeded_sets(head_set.mask, head_set.name, 1, seed)  # [seeds, 1, L, H]
+            sets = per_seed[:, 0]
+        else:
+            sets = control_schemes.scheme_sets(scheme, head_set.mask, head_set.name, r, seed, scores)
+        unique, inverse = control_schemes.unique_sets(with_controls(head_set.mask, sets))
+        values = ncs(self.mask(unique))[:, inverse]  # [N, 1 + n]
+        row = {
+            "head-set": head_set.name,
+            "measure": "NCS",
+            "control": scheme,
+            "heads": float(sets.sum((1, 2)).mean()),
+            **self.against(values),
+        }
+        if scheme == "unseeded":
+            means = values.mean(0)
+            row["seeds"] = len(sets)
+            row["seeds S beats"] = int(sum(verdicts.exceeds(means[0] - m) for m in means[1:]))
+        return row
+
     def row_groups(self, head_set: HeadSet) -> list[dict]:
         """NCS with the image hidden from S at every row, the question + option rows, the last row (04's Table 5)."""
         stack = self.layer_matched(head_set)
@@ -312,6 +362,7 @@ def build_card(protocol: Protocol) -> dict:
     audit_table = protocol.audit_table()
     audits = verdicts.audit_verdicts(dict(zip(audit_table["audit"], audit_table["P(correct)"])))
     provenance, ceilings, necessity, steer, sweep, damage, rows, random_means = [], {}, [], [], [], [], [], {}
+    schemes, no_scheme = [], []
     for head_set in sets:
         ceilings[head_set.name] = protocol.ceiling(head_set)
         ceiling = ceilings[head_set.name]
@@ -336,9 +387,14 @@ def build_card(protocol: Protocol) -> dict:
         sweep += protocol.beta_sweep(head_set) if not protocol.no_regions else []
         damage.append(protocol.damage(head_set))
         rows += protocol.row_groups(head_set)
+        if protocol.controls:
+            scheme_row = protocol.control_scheme(head_set)
+            schemes += [scheme_row] if scheme_row else []
+            no_scheme += [] if scheme_row else [head_set.name]
     necessity = _holm_by(pd.DataFrame(necessity), ["measure"])
     steer = _holm_by(pd.DataFrame(steer), ["control"])
     rows = _holm_by(pd.DataFrame(rows), ["rows"])
+    schemes = _holm_by(pd.DataFrame(schemes), ["control"])
     sweep, damage = pd.DataFrame(sweep), pd.concat(damage, ignore_index=True)
     card = {
         "meta": {
@@ -350,7 +406,9 @@ def build_card(protocol: Protocol) -> dict:
             "beta": protocol.params.beta,
             "seed": protocol.params.seed,
             "head-sets": [h.name for h in sets],
-            "forward copies": forward_copies(sizes, len(sets)),
+            "forward copies": forward_copies(sizes, len(sets), protocol.controls),
+            "controls": protocol.controls,
+            "no control scheme": no_scheme,
         },
         "provenance": pd.DataFrame(provenance),
         "audit": audit_table,
@@ -359,6 +417,7 @@ def build_card(protocol: Protocol) -> dict:
         "sweep": sweep,
         "damage": damage,
         "rows": rows,
+        "schemes": schemes,
         "random_means": random_means,
     }
     card["meta"]["not run"] = protocol.no_regions
@@ -375,6 +434,8 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
     nec = card["necessity"].set_index(["head-set", "measure"])
     steer = card["steerability"].set_index(["head-set", "control"]) if not not_run else None
     rows = card["rows"].set_index(["head-set", "rows"])
+    scheme = card["meta"].get("controls")
+    schemes = card["schemes"].set_index("head-set") if len(card.get("schemes", [])) else None
     out = list(audits)
     for name in card["meta"]["head-sets"]:
         if not_run:
@@ -391,6 +452,8 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
                     name, check, nec.loc[(name, measure)].to_dict(), sizes["n_random"], n_sets, audits
                 )
             )
+            if measure == "NCS" and scheme:
+                out.append(scheme_verdict(name, scheme, schemes, n_sets, audits))
         for control, r in (("layer-matched", sizes["n_random"]), ("any-layer", sizes["n_random_any"])):
             check = f"CERS vs {control}"
             if steer is None:
@@ -409,6 +472,22 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
             row = rows.loc[(name, group)].to_dict()
             out.append(verdicts.against_random_verdict(name, check, row, sizes["n_random"], n_sets, audits))
     return verdicts.as_frame(out)
+
+
+def scheme_verdict(name: str, scheme: str, schemes: pd.DataFrame | None, n_sets: int, audits: list):
+    """The card's control-scheme line: NCS against `scheme`'s random sets, judged as the layer-matched line
+    (Holm across the head-sets); "not run" where bottom5 has no score map for the set."""
+    check = f"NCS vs {scheme}"
+    if schemes is None or name not in schemes.index:
+        reason = "the bottom5 draw needs every head's discovery score (a setting in the data folder or a score matrix)"
+        return verdicts.Verdict(name, check, verdicts.NOT_RUN, "--", reason)
+    row = schemes.loc[name].to_dict()
+    verdict = verdicts.against_random_verdict(name, check, row, int(row["R"]), n_sets, audits)
+    if scheme == "unseeded":  # one set per seed: the spread of the single-draw call over the seeds
+        beats, seeds = int(row["seeds S beats"]), int(row["seeds"])
+        spread = f"; S beats the one set of {beats} of {seeds} seeds by >= {verdicts.MIN_EFFECT:g}"
+        return replace(verdict, number=verdict.number + spread)
+    return verdict
 
 
 CONCLUDE = {
@@ -471,7 +550,14 @@ SECTIONS = [
         "Where necessity acts",
         "NCS with the image hidden from S at every row, question + option rows, the last row",
     ),
+    (
+        "schemes",
+        "Control scheme",
+        "NCS against the random sets of the field's control scheme given with --controls (bottom5: the lowest 5% "
+        "of the discovery score; same-band: S's count per third of the layers; uniform: from all heads)",
+    ),
 ]
+OPTIONAL_SECTIONS = ("schemes",)  # shown only when the card has rows for them
 
 
 def _cell(value) -> str:
@@ -506,6 +592,8 @@ def to_markdown(card: dict, figure_name: str | None = None) -> str:
     if figure_name:
         out += ["", f"![S against its random sets](../{figure_name}.png)"]
     for key, title, caption in SECTIONS:
+        if key in OPTIONAL_SECTIONS and not len(card.get(key, [])):
+            continue
         out += ["", f"## {title}", "", f"{caption}.", "", markdown_table(card[key])]
     return "\n".join(out) + "\n"
 
@@ -522,6 +610,8 @@ def to_html(card: dict, fig: plt.Figure | None = None) -> str:
         encoded = base64.b64encode(buffer.getvalue()).decode()
         body.append(f'<img alt="S against its random sets" src="data:image/png;base64,{encoded}">')
     for key, title, caption in SECTIONS:
+        if key in OPTIONAL_SECTIONS and not len(card.get(key, [])):
+            continue
         body += [
             f"<h2>{title}</h2>",
             f"<p>{caption}.</p>",
@@ -564,6 +654,10 @@ def main(argv=None) -> None:
     parser.add_argument("--k", type=int, help="heads to take from an imported score file")
     parser.add_argument("--out", help="the run folder (default: runs/<model>-<hash>/)")
     parser.add_argument(
+        "--controls",
+        help="a control scheme for an NCS line beside the layer-matched one: " + ", ".join(sizes.CONTROL_SCHEMES),
+    )
+    parser.add_argument(
         "-p",
         nargs=2,
         action="append",
@@ -572,6 +666,8 @@ def main(argv=None) -> None:
         help="a notebook parameter (device, dtype, beta, ...) or a size (n_items, n_random, ...)",
     )
     args = parser.parse_args(argv)
+    if args.controls is not None:
+        control_schemes.check_scheme(args.controls)  # a ValueError naming the scheme, before any run
     heads = [h if h in SETTINGS else str(Path(h).expanduser().resolve()) for h in args.heads]
     given = {name: run.parse_value(value) for name, value in args.p}
     size_overrides = {n: given.pop(n) for n in list(given) if n in PROFILES["default"]}
@@ -581,6 +677,8 @@ def main(argv=None) -> None:
         overrides["sizes"] = size_overrides
     if args.k is not None:
         overrides["import_k"] = args.k
+    if args.controls is not None:
+        overrides["controls"] = args.controls
     overrides = run._resolve_paths(overrides)
     folders = (
         runs.in_folder(Path(args.out).expanduser().resolve()) if args.out else runs.scratch(args.model, overrides)

@@ -390,6 +390,11 @@ def main(argv=None) -> None:
     timings = run(sources, overrides, build_dir, folders, defaults, jobs)
     wall = round(time.time() - start, 1)
     write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall})
+    declared = {f for src in sources if src.stem in STEPS for f in STEPS[src.stem].output_files()}
+    if args.shard is None and "INDEX.md" in declared:
+        from helpers.studies import artefacts  # 07 wrote the index; notebooks beside it may have finished after
+
+        artefacts.write_index(folders.out)
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
 
 

@@ -23,7 +23,7 @@
 #   image attention (B), for CERS and NCS;
 # - Table 10: the referring + query-span sets against many more random sets (the paper: R = 250);
 # - Table 12: generic-damage sets (attention sinks, text-heavy heads, whole layers, 2k and 4k random
-#   heads): damage that hits matched and mismatched items alike gives no NCS;
+#   heads): the paper reports that such damage, hitting matched and mismatched items alike, gives no NCS;
 # - Table 13: at which attention rows the image mask acts (all, image, question + option, last), for
 #   flat top-k and top-k-per-layer sets;
 # - Table 14: NCS against the head-set size k;
@@ -44,7 +44,7 @@ n_random = 20
 n_random_large = 250
 beta = 10.0
 rows = "all"
-ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215]
+ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215, 0.1389]  # k = 20, 40, 60, 100, 140, 160 of 1,152
 sets_per_forward = 64
 seed = 0
 profile = "default"
@@ -57,7 +57,8 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
-from helpers.figures.controls import plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
+from helpers.figures.controls import plot_control_schemes, plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
+from helpers.measures import control_schemes
 from helpers.measures.controls import (
     attention_matched_sets,
     damage_table,
@@ -74,7 +75,7 @@ from helpers.runner import params, report, sizes
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
 from helpers.storage.headsets import load_score_maps
-from helpers.studies import claims
+from helpers.studies import claims, findings, verdicts
 from helpers.studies.experiment import Experiment
 
 P = params.gather(globals(), "05_controls")
@@ -191,6 +192,7 @@ table12 = damage_table(damage_sets, image_run, text_run).rename(columns={"damage
 table12 = report.table(table12, "table12_generic_damage", P.out_dir, "table12_generic_damage", on="head-set")
 fig = plot_generic_damage(table12, damage_setting)
 report.figure(fig, "table12_generic_damage", P.out_dir)
+print(findings.generic_damage_sentence(table12))
 
 # %% [markdown]
 # ## Table 13: at which attention rows does the image mask act?
@@ -224,7 +226,8 @@ table13 = report.table(
 # %% [markdown]
 # ## Table 14: NCS against the head-set size k
 # Top-k of the referring + query-span scores (notebook 01's score maps) for the paper's k = 20, 40,
-# 60, 100, 140 of 1,152 heads, scaled to this model; each k against its own layer-matched random sets
+# 60, 100, 140 of 1,152 heads (its Table 14) and 160 (the largest k of its protocol, Table 28), scaled to
+# this model; each k against its own layer-matched random sets
 # (R in its column: 250 at k = 100 under `profile="paper"`, as the paper's table); 95% t-intervals.
 
 # %%
@@ -327,3 +330,79 @@ report.figure(fig, "table17_mass_cers", P.out_dir)
 # %%
 claims_table = report.table(claims.claims(P.out_dir), "claims", P.out_dir, float_format="%.4g", digits=4)
 print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.describe())))
+
+# %% [markdown]
+# ## The field's control schemes: does the draw of the random sets change a verdict?
+# Published visual- and retrieval-head code draws its random heads in other ways than layer-matched
+# (helpers/measures/control_schemes.py re-implements each from its released code, with its deviations):
+# "bottom5", k heads among the 5% of heads with the lowest discovery score (rohitgandikota/gaze-heads);
+# "same-band", S's count in each third of the layers (jing-bi/visual-head); "uniform-excluding", k heads
+# from all heads outside S (baekingeol/OCR_Head; what Retrieval_Head and SparseMM intend, their exclusion
+# never matching); "uniform-overlapping", k heads from all heads, S's included (Hallucination-Attribution);
+# and "unseeded", the overlapping draw under 20 seeds (Retrieval_Head and SparseMM set no seed), one random
+# set per seed as those repositories mask one per run. Each scheme draws R sets per setting from its
+# named stream (its column; the unseeded row pools its seeds' sets); the layer-matched row is Table 3's
+# run, read back. NCS only: CERS would need every scheme's steering runs (as many forwards again).
+# Verdict: Holm across the 12 settings of a scheme (helpers/studies/verdicts.py); `significant` is
+# the unadjusted call (rank p <= .05, S above the random mean by >= 0.01); `seeds S beats` counts the
+# unseeded seeds whose sets S exceeds by >= 0.01. A bottom5 pool smaller than k gives every draw the
+# whole pool (`heads` < k), as gaze-heads does.
+
+# %%
+R_schemes = sizes.n_random(P, "control_schemes")
+R_seed = sizes.n_random(P, "control_schemes_unseeded")
+all_scores = load_score_maps(P.data_dir / "discovery_scores.csv", list(discovered), n_layers, n_heads)
+
+
+def scheme_ncs(S: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """NCS per item [N, 1 + n] of S and its random `sets` [n, L, H]; each distinct set is run once."""
+    unique, inverse = control_schemes.unique_sets(with_controls(S, sets))
+    return ncs(mask(unique))[:, inverse]
+
+
+scheme_rows, scheme_points = [], []
+for scheme in control_schemes.SCHEMES:
+    for s, S in discovered.items():
+        extra = {}
+        if scheme == "layer-matched":
+            values, heads = ncs(exp.mask_controls(s, R_schemes)), float(S.sum())
+        elif scheme == "unseeded":
+            per_seed = control_schemes.unseeded_sets(S, s, R_seed, P.seed)  # [seeds, R_seed, L, H]
+            values = scheme_ncs(S, per_seed.reshape(-1, n_layers, n_heads))
+            heads = float(per_seed.sum((2, 3)).mean())
+            seed_rows = [
+                against_random(values[:, 0], values[:, 1 + j * R_seed : 1 + (j + 1) * R_seed])
+                for j in range(len(per_seed))
+            ]
+            seed_p = [r["p"] for r in seed_rows]
+            extra = {
+                "seeds": len(per_seed),
+                "p min over seeds": min(seed_p),
+                "p max over seeds": max(seed_p),
+                "seeds S beats": sum(verdicts.exceeds(r["S"] - r["random mean"]) for r in seed_rows),
+            }
+        else:
+            sets = control_schemes.scheme_sets(scheme, S, s, R_schemes, P.seed, all_scores[s])
+            values, heads = scheme_ncs(S, sets), float(sets.sum((1, 2)).mean())
+        row = against_controls(values)
+        scheme_rows.append(
+            {
+                "scheme": scheme,
+                "setting": s,
+                "heads": heads,
+                **{k: row[k] for k in ("R", "S", "random mean", "random sd", "p", "z", "z capped")},
+                **extra,
+            }
+        )
+        means = values.mean(0)
+        scheme_points += [
+            {"scheme": scheme, "setting": s, "kind": "S" if i == 0 else "random", "NCS": m}
+            for i, m in enumerate(means)
+        ]
+scheme_table = verdicts.scheme_verdicts(pd.DataFrame(scheme_rows))
+scheme_table = report.table(scheme_table, "control_schemes", P.out_dir, on=["scheme", "setting"])
+fig = plot_control_schemes(pd.DataFrame(scheme_points), scheme_table)
+report.figure(fig, "control_schemes", P.out_dir)
+scheme_sentence = verdicts.scheme_changes(scheme_table)
+(P.out_dir / "control_schemes_summary.md").write_text(scheme_sentence + "\n")
+print(scheme_sentence)

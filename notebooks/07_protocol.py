@@ -24,6 +24,8 @@
 # rows where necessity acts, and a verdict per check. A check that rests on an audit out of range is
 # "not interpretable", never scored. `profile` picks the sizes: "default" (03-05's draws at N = 50, their
 # cached chunks read back) or "paper" (N = 400, R = 100); `sizes` overrides any of them.
+# `controls` (a scheme of helpers/measures/control_schemes.py, e.g. "bottom5") adds a line: NCS against
+# the random sets that scheme of the field draws, its verdict beside the layer-matched one.
 # `python -m helpers.protocol --model ... --heads ...` runs this notebook and leaves report.md and
 # report.html beside its executed copy.
 
@@ -33,6 +35,7 @@ device = "cpu"
 dtype = "float32"
 heads = ["co-ref-qsp"]
 import_k = None
+controls = None
 profile = "default"
 sizes = {}
 eval_corpus = "co"
@@ -115,3 +118,14 @@ if P.interactive:
     from helpers.studies.explorer import show_explorer
 
     show_explorer(model=P.model, device=P.device, dtype=P.dtype, cache_dir=P.cache_dir)
+
+# %% [markdown]
+# ## The artefact index
+# INDEX.md in the run folder: every figure and table of the paper, the files of this folder that
+# regenerate it and its status (helpers/studies/artefacts.py); a listed file the folder lacks is named in
+# its row. The runner writes it again once every notebook of the run is done.
+
+# %%
+from helpers.studies import artefacts
+
+tally = artefacts.write_index(P.out_dir)

@@ -81,7 +81,7 @@ def test_stream_names_in_use_are_unique_and_registered():
     names = sizes.stream_names(ks=(2, 4, 10), pairs=[("cm-ord-qsp", "co-ord-qsp"), ("cm-ord-last", "co-ord-last")])
     assert len(names) == len(set(names)) and len(names) > 100
     used = set()
-    for notebook in sorted((paths.NOTEBOOKS).glob("0[3-5]_*.py")) + [paths.ROOT / "helpers" / "controls.py"]:
+    for notebook in sorted((paths.NOTEBOOKS).glob("0[3-5]_*.py")) + [paths.HELPERS / "measures" / "controls.py"]:
         used |= set(re.findall(r'stream\([^,]+, "([^"]+)"', notebook.read_text()))
     assert used and used <= set(sizes.STREAMS), used - set(sizes.STREAMS)
     seeds = {sizes.stream(0, "table12/random-2k").entropy, sizes.stream(0, "table12/random-4k").entropy}

@@ -37,7 +37,7 @@ def test_the_engine_imports_none_of_the_papers_modules():
     """helpers/engine/ runs any model on any item: it may use storage (files, paths) but not the paper's
     stimuli, measures, studies, runner or figures."""
     paper = ("helpers.stimuli", "helpers.measures", "helpers.studies", "helpers.runner", "helpers.figures")
-    found = {}
+    found = []
     for path in sorted((paths.HELPERS / "engine").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -46,5 +46,5 @@ def test_the_engine_imports_none_of_the_papers_modules():
                 names = [alias.name for alias in node.names]
             else:
                 continue
-            found.update({path.name: name for name in names if name.startswith(paper)})
+            found += [f"{path.name}: {name}" for name in names if name.startswith(paper)]
     assert not found, f"engine modules importing the paper's modules: {found}"

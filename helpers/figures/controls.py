@@ -1,5 +1,5 @@
-"""Figures of notebook 05 (controls): generic-damage sets, NCS against head-set size, and a set's image
-attention against its CERS."""
+"""Figures of notebook 05 (controls): generic-damage sets, NCS against head-set size, a set's image
+attention against its CERS, and S against the random sets of each control scheme."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -113,5 +113,47 @@ def plot_mass_vs_cers(points: pd.DataFrame) -> plt.Figure:
     for ax in axes[:, 0]:
         ax.set_ylabel("CERS", fontsize=8)
     axes[0, 0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def plot_control_schemes(points: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> plt.Figure:
+    """The control-scheme table as a figure: one panel per scheme, the settings along x; each random set's NCS
+    as a grey dot (jittered), S's as a red diamond, ringed where the scheme's unadjusted call is significant.
+    points: columns scheme, setting, kind ("S" or "random"), NCS; verdicts: columns scheme, setting,
+    significant (optional)."""
+    schemes = list(dict.fromkeys(points["scheme"]))
+    settings = list(dict.fromkeys(points["setting"]))
+    columns = min(4, len(schemes))
+    rows_n = int(np.ceil(len(schemes) / columns))
+    fig, axes = plt.subplots(
+        rows_n, columns, figsize=(3.2 * columns, 2.6 * rows_n), sharex=True, sharey=True, squeeze=False
+    )
+    x_of = {s: i for i, s in enumerate(settings)}
+    jitter = np.random.default_rng(0)  # the dots' horizontal spread only
+    for ax, scheme in zip(axes.flat, schemes):
+        rows = points[points["scheme"] == scheme]
+        random, discovered = rows[rows["kind"] == "random"], rows[rows["kind"] == "S"]
+        x = random["setting"].map(x_of).to_numpy() + jitter.uniform(-0.25, 0.25, len(random))
+        ax.scatter(x, random["NCS"], s=5, color="#969696", alpha=0.6, label="random sets")
+        ax.scatter(discovered["setting"].map(x_of), discovered["NCS"], s=22, marker="D", color="#d62728", label="S")
+        if verdicts is not None:
+            hits = verdicts[(verdicts["scheme"] == scheme) & verdicts["significant"].astype(bool)]
+            hit = discovered[discovered["setting"].isin(hits["setting"])]
+            ax.scatter(hit["setting"].map(x_of), hit["NCS"], s=80, facecolors="none", edgecolors="black", lw=0.8,
+                       label="p <= .05, unadjusted")  # fmt: skip
+        ax.axhline(0, color="black", lw=0.5)
+        ax.set_title(scheme, fontsize=8)
+        ax.tick_params(labelsize=6)
+    for ax in axes.flat[len(schemes) :]:
+        ax.axis("off")
+    for column in range(columns):  # the settings under the lowest panel of every column
+        lowest = axes[(len(schemes) - 1 - column) // columns, column]
+        lowest.set_xticks(range(len(settings)), settings, rotation=90, fontsize=6)
+        lowest.xaxis.set_tick_params(labelbottom=True)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("NCS", fontsize=8)
+    axes[0, 0].legend(fontsize=6)
+    fig.suptitle("S against the random sets of each control scheme", fontsize=9)
     fig.tight_layout()
     return fig

@@ -29,6 +29,7 @@ SIZE_MINIMUM = {
     "strips_per_forward": 1,
     "sets_per_forward": 1,
     "n_items": 2,
+    "n_eval": 2,
     "n_strips": 2,
     "n_random": 2,
     "n_random_large": 2,
@@ -40,6 +41,7 @@ SIZE_MINIMUM = {
 # Sizes used when `smoke=True`: enough to exercise every code path in seconds.
 SMOKE = {
     "n_items": 8,
+    "n_eval": 8,
     "n_strips": 8,
     "n_random": 3,
     "n_random_large": sizes.SMOKE_RANDOM,
@@ -238,6 +240,12 @@ def _check_import_k(value):
     _fail("import_k", value, "use None or an int >= 1: the heads to take from an imported score file")
 
 
+def _check_controls(value):
+    if value is None or value in sizes.CONTROL_SCHEMES:
+        return value
+    _fail("controls", value, f"use None or a control scheme: {', '.join(sizes.CONTROL_SCHEMES)}")
+
+
 def _check_sizes(value):
     known = PROFILES["default"]
     if not isinstance(value, dict) or not set(value) <= set(known):
@@ -305,6 +313,7 @@ CHECKS = {
     "torch_compile": _check_flag("torch_compile"),
     "heads": _check_heads,
     "import_k": _check_import_k,
+    "controls": _check_controls,
     "sizes": _check_sizes,
     "out_dir": _check_dir("out_dir"),
     "data_dir": _check_dir("data_dir"),

@@ -25,6 +25,7 @@ REF_QSP = ("cm-ref-qsp", "co-ref-qsp")
 SMOKE_RANDOM = 4
 PAPER_SIZES = {
     "n_items": 400,
+    "n_eval": 400,  # notebook 08: evaluation items of the methods' NCS and CERS (its n_items are discovery strips)
     "n_random": 20,
     "n_random_large": 250,
     "n_boot": 2000,
@@ -32,6 +33,12 @@ PAPER_SIZES = {
     "n_random_grid": 100,  # Table 16's layer-matched sets
     "n_pointing": 80,  # items per pointing task (Tables 23, 26, 27)
 }
+
+# Item pairs of notebook 06's single-head necessity profile (helpers.studies.resolution.single_head_run): L * H
+# head-sets of one head, both NCS arms, per model (128 heads of a toy: about 1 s of CPU per item); a smoke run
+# takes SMOKE_SINGLE_HEAD_ITEMS whatever the profile.
+SINGLE_HEAD_ITEMS = {"default": 20, "paper": 40}
+SMOKE_SINGLE_HEAD_ITEMS = 4
 
 # R per analysis: {profile: R} where R is an int or the notebook parameter that gives it; an analysis
 # whose referring + query-span rows use another R lists it under "ref-qsp".
@@ -47,6 +54,15 @@ RANDOM_SETS = {
     "table14_k100": {"default": "n_random", "paper": 250},
     "table15": {"default": "n_random", "paper": 20},
     "table17": {"default": "n_random", "paper": 20},
+    # notebook 05's control schemes (helpers/measures/control_schemes.py): R sets per scheme and setting
+    # (the layer-matched row is Table 3's run, read back), and the sets of each of the unseeded draw's seeds
+    # (one: the field's unseeded repositories mask one random set per run)
+    "control_schemes": {"default": "n_random", "paper": 20},
+    "control_schemes_unseeded": {"default": 1, "paper": 1},
+    # notebook 08: each published method's top-k set against its layer-matched sets, and the any-layer sets all
+    # methods share (every method's set has the same k)
+    "methods": {"default": "n_random", "paper": 20},
+    "methods_any_layer": {"default": "n_random", "paper": 20},
 }
 
 
@@ -59,6 +75,26 @@ def n_random(params, analysis: str, setting: str | None = None) -> int:
     size = getattr(params, value) if isinstance(value, str) else value
     return min(size, SMOKE_RANDOM) if params.smoke else size
 
+
+def single_head_items(params) -> int:
+    """Item pairs of 06's single-head profile under the run's profile (SINGLE_HEAD_ITEMS; smoke: at most
+    SMOKE_SINGLE_HEAD_ITEMS)."""
+    size = SINGLE_HEAD_ITEMS[params.profile]
+    return min(size, SMOKE_SINGLE_HEAD_ITEMS) if params.smoke else size
+
+
+# The control schemes of notebook 05's last table and the report card's --controls (helpers/measures/
+# control_schemes.py draws them): ours, then the field's draws; kept here so that parameter checks need no torch.
+CONTROL_SCHEMES = (
+    "layer-matched",
+    "any-layer",
+    "bottom5",
+    "same-band",
+    "uniform-excluding",
+    "uniform-overlapping",
+    "unseeded",
+)
+UNSEEDED_SEEDS = 20  # seeds of the "unseeded" scheme: the spread of its verdict over 20 unseeded runs
 
 # Every random stream in use, by name: a template formatted with the fields it names. No two analyses
 # share a stream; a stream's numbers do not depend on how many draws another analysis takes.
@@ -74,6 +110,15 @@ STREAMS = (
     "table15/{a}+{b}/{part}",
     "cross-model/layer-matched/{setting}",  # notebook 06: each model's native sets (Tables 8, 16, 19, 24)
     "pointing/layer-matched/{setting}",  # notebook 06: the pointing suite's one draw per set (Tables 23, 26, 27)
+    # the field's control schemes (helpers/measures/control_schemes.py; notebook 05, the report card)
+    "control-schemes/bottom5/{setting}",
+    "control-schemes/same-band/{setting}",
+    "control-schemes/uniform-excluding/{setting}",
+    "control-schemes/uniform-overlapping/{setting}",
+    "control-schemes/unseeded/{setting}/seed{draw}",
+    # notebook 08: the published methods' top-k sets (helpers/measures/methods)
+    "methods/layer-matched/{method}",
+    "methods/any-layer",
 )
 
 
@@ -82,17 +127,28 @@ def stream(seed: int, template: str, **fields) -> np.random.SeedSequence:
     into the entropy, so streams of different names never coincide (tuples of small ints can: numpy's
     SeedSequence drops trailing zeros)."""
     if template not in STREAMS:
-        raise ValueError(f"unknown stream {template!r}; add it to helpers/sizes.STREAMS; known: {STREAMS}")
+        raise ValueError(f"unknown stream {template!r}; add it to helpers/runner/sizes.STREAMS; known: {STREAMS}")
     name = template.format(**fields)
     digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
     return np.random.SeedSequence(int.from_bytes(digest[:16], "little"))
 
 
-def stream_names(settings=SETTINGS, ks=(1,), pairs=(("a", "b"),), parts=("shared", "a-only", "b-only")) -> list[str]:
+def stream_names(
+    settings=SETTINGS,
+    ks=(1,),
+    pairs=(("a", "b"),),
+    parts=("shared", "a-only", "b-only"),
+    draws=(0,),
+    methods=("gaze", "ablation"),
+) -> list[str]:
     """Every stream name the templates give over the given fields (for the uniqueness test)."""
     names = []
     for template in STREAMS:
-        if "{a}" in template:
+        if "{method}" in template:
+            names += [template.format(method=m) for m in methods]
+        elif "{draw}" in template:
+            names += [template.format(setting=s, draw=d) for s in settings for d in draws]
+        elif "{a}" in template:
             names += [template.format(a=a, b=b, part=part) for a, b in pairs for part in parts]
         elif "{k}" in template:
             names += [template.format(setting=s, k=k) for s in settings for k in ks]

@@ -13,6 +13,7 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from helpers.runner.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS
 from helpers.stimuli.design import SETTINGS
 from helpers.studies.profiles import forward_copies, sizes_for
 
@@ -70,28 +71,48 @@ def _ncs(p: dict) -> int:
     return per_setting * (N_SETTINGS + 4 * 2 + N_SETTINGS)
 
 
+def _methods(p: dict) -> int:
+    """Per strip: the attention reads and generations of the seven methods (about 12 forwards) and the
+    single-head ablation (one copy per 32 heads of the toy's forwards, `L * H / 32`)."""
+    return p["n_items"] * (128 // 32 + 12)
+
+
 def _controls(p: dict) -> int:
     """Tables 9 (attention-matched, CERS and NCS), 10 (R large, after Table 3's first R), 12, 13 (two selections x
-    4 row groups), 14 (k values), 15 (6 pairs x 3 parts); runs shared with 03 / 04 come from the cache and are not
-    counted."""
+    4 row groups), 14 (k values), 15 (6 pairs x 3 parts), the control schemes; runs shared with 03 / 04 come from
+    the cache and are not counted."""
     r, n = p["n_random"], p["n_items"]
     sets = N_SETTINGS * 2 * r + 2 * (p["n_random_large"] - r) + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
+    # the control schemes: 5 drawn schemes' S + R and the unseeded scheme's S + one set per seed, per setting
+    # (layer-matched is Table 3's run; bottom5's repeated pools run once, so this is an upper bound)
+    sets += N_SETTINGS * (5 * (1 + r) + 1 + UNSEEDED_SEEDS)
     return n * 2 * (sets + 18 * (1 + r))
 
 
 def _cross_model(p: dict) -> int:
     """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
     arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks; Table 16's 5 sets' S + R
-    with a cell hidden and steered (an upper bound: only models that pass the audit run it)."""
+    with a cell hidden and steered (an upper bound: only models that pass the audit run it); the single-head
+    profile's L * H one-head sets masked on both arms (models whose config is not on disk yet count none)."""
     per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
     suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
     table16 = 5 * (1 + p["n_random_grid"]) * p["n_items"] * 4  # passing models only; counted for every model here
-    return len(p["models"]) * (per_model + suite + table16)
+    single = SINGLE_HEAD_ITEMS[p.get("profile", "default")] * 2 * sum(_heads(m) for m in p["models"])
+    return len(p["models"]) * (per_model + suite + table16) + single
+
+
+def _heads(model: str) -> int:
+    """L * H candidate heads of `model` from its config (0 for a hub id not downloaded yet)."""
+    from helpers.runner.params import model_adapter  # imports torch and transformers
+
+    adapter = model_adapter(model)
+    return 0 if adapter is None else len(adapter.candidate_layers) * adapter.n_heads
 
 
 def _protocol(p: dict) -> int:
     """The report card of every head-set in `heads` at its profile's sizes (helpers/studies/profiles.py)."""
-    return sum(forward_copies(sizes_for(p["profile"], p["sizes"], p["smoke"]), len(p["heads"])).values())
+    sizes = sizes_for(p["profile"], p["sizes"], p["smoke"])
+    return sum(forward_copies(sizes, len(p["heads"]), p.get("controls")).values())
 
 
 STEPS = {
@@ -101,6 +122,8 @@ STEPS = {
             "design_settings": "table",
             "design_model": "table",
             "example_stimuli": "figure",
+            "table28_protocol": "table",
+            "table29_conversion": "table",
         },
     ),
     "01_discovery": Step(
@@ -146,6 +169,8 @@ STEPS = {
             "ncs_source_contrast": "table",
             "table05_ncs_rows": "table",
             "table06_ncs_grid": "figure + table",
+            "fig01_causal_panel": "figure",
+            "fig08_cers_vs_ncs": "figure",
         },
         data_reads=HEADSETS,
         forwards=_ncs,
@@ -162,6 +187,8 @@ STEPS = {
             "table17_mass_cers": "figure + table",
             "claims": "table",
             "RESULTS": "markdown",
+            "control_schemes": "figure + table",
+            "control_schemes_summary": "markdown",
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
         out_reads=("table01_overlap_by_factor.csv", "table03_cers.csv", "table03_ncs.csv", "ncs_source_contrast.csv"),
@@ -180,6 +207,7 @@ STEPS = {
             "table26_pointing_tasks": "table",
             "table27_pointing_models": "table",
             "table23_ood_pooled": "table",
+            "cross_model_resolution": "table",
         },
         forwards=_cross_model,
     ),
@@ -197,8 +225,20 @@ STEPS = {
             "protocol_random_sets_0": "figure",
             "protocol_damage": "table",
             "protocol_rows": "table",
+            "INDEX": "markdown",  # the artefact index (helpers/studies/artefacts.py); the runner rewrites it last
         },
         forwards=_protocol,
+    ),
+    "08_methods": Step(
+        after=("01_discovery",),  # the 12 settings' scores come from 01's discovery runs in the result cache
+        needs_regions=True,
+        writes={
+            "methods_facts": "table",
+            "methods_score_maps": "figure",
+            "methods_overlap": "figure + table",
+            "methods_ablation_agreement": "table",
+        },
+        forwards=_methods,
     ),
 }
 

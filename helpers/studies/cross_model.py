@@ -16,7 +16,7 @@ from helpers.engine.loading import LoadedModel
 from helpers.measures.baselines import audit
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
-from helpers.measures.necessity import ncs, necessity_run
+from helpers.measures.necessity import drop, ncs, necessity_run
 from helpers.measures.overlap import overlap, random_overlaps, top_k
 from helpers.measures.steering import cers, ncs_grid, steering_run, symmetric_cers
 from helpers.runner import sizes
@@ -94,10 +94,24 @@ def controls_of(head_sets: dict, n: int, seed: int) -> dict[str, np.ndarray]:
     return {s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s)) for s, h in head_sets.items()}
 
 
+def unmatched_sets(head_sets: dict) -> dict[str, str]:
+    """{setting: why} of the sets that no layer-matched random set fits (a layer holding more of the set's heads
+    than heads outside it, helpers.measures.controls.layer_matched_sets): 06 cannot compare them with random sets.
+    """
+    out = {}
+    for s, head_set in head_sets.items():
+        try:
+            layer_matched_sets(head_set, 1, 0)
+        except ValueError as error:
+            out[s] = str(error)
+    return out
+
+
 def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, seed: int, beta: float, cache, batch):
-    """{setting: {"ncs": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per item, S then
-    its layer-matched random sets, the image hidden (NCS) or the set steered with +beta (CERS). As in the
-    paper, the Table 19 settings' NCS has r = n_random sets; every other run one draw (the first)."""
+    """{setting: {"ncs", "mismatched drop": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per
+    item, S then its layer-matched random sets, the image hidden (NCS and the mismatched arm's drop under it) or
+    the set steered with +beta (CERS). As in the paper, the Table 19 settings' NCS has r = n_random sets; every
+    other run one draw (the first)."""
     controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():
@@ -108,7 +122,8 @@ def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, s
         one_draw = with_controls(head_set, controls[s][:1])  # [2, L, H]
         steered = steering_run(lm, corpus, n_items, seed, one_draw, beta, "all", cache, sets_per_forward=batch)
         accuracy = float((steered["p_clean"].argmax(1) == steered["correct"]).mean())
-        out[s] = {"ncs": ncs(masked), "cers": cers(steered), "grid accuracy": accuracy}
+        out[s] = {"ncs": ncs(masked), "mismatched drop": drop(masked, "mismatched"), "cers": cers(steered)}
+        out[s]["grid accuracy"] = accuracy
     return out
 
 

@@ -4,6 +4,8 @@ Kept apart from helpers/protocol.py (which loads the model) so that parameter ch
 forward-pass estimate can read them without importing torch.
 """
 
+from helpers.runner.sizes import UNSEEDED_SEEDS
+
 # Sizes per profile (the notebooks' `profile`; the command's --profile quick is "default").
 # default: notebooks 03-05's draws and settings at half their items (their cached chunks are read back),
 # the discovery ceiling on half 01's strips; paper: N = 400 items, >= 100 random sets.
@@ -51,8 +53,9 @@ def sizes_for(profile: str, overrides: dict, smoke: bool) -> dict:
     return sizes
 
 
-def forward_copies(sizes: dict, n_sets: int = 1) -> dict[str, int]:
-    """Forward copies (one item under one head-set, or one clean forward) of a report card, per part."""
+def forward_copies(sizes: dict, n_sets: int = 1, controls: str | None = None) -> dict[str, int]:
+    """Forward copies (one item under one head-set, or one clean forward) of a report card, per part; with a
+    control scheme (`controls`), its NCS line (S + R sets, or S + one set per seed of the unseeded scheme)."""
     n, r = sizes["n_items"], sizes["n_random"]
     stack = 1 + r
     per_set = {
@@ -64,6 +67,9 @@ def forward_copies(sizes: dict, n_sets: int = 1) -> dict[str, int]:
         "row groups (question+option, last)": 2 * stack * 2 * n,
         "generic damage (6 sets, two arms + text arm)": 6 * 3 * n,
     }
+    if controls:
+        n_scheme = UNSEEDED_SEEDS if controls == "unseeded" else r
+        per_set[f"NCS vs {controls} (S + {n_scheme}, two arms)"] = (1 + n_scheme) * 2 * n
     copies = {name: value * n_sets for name, value in per_set.items()}
     copies["clean forwards (audit, masses, per-run baselines)"] = 6 * n + 12 * n * n_sets
     copies["discovery (generation + read per strip)"] = 2 * sizes["n_strips"] * n_sets

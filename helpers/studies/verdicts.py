@@ -23,6 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from helpers.measures.stats import holm
+from helpers.runner.sizes import CONTROL_SCHEMES
+
 PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN = "pass", "fail", "not interpretable", "not run"
 ALPHA = 0.05
 AUDIT_RANGES = {"oracle": (0.85, 1.0), "blank": (0.15, 0.35), "matched": (0.85, 1.0), "mismatched": (0.15, 0.35)}
@@ -44,6 +47,8 @@ DEPENDS_ON = {
     "NCS at question + option rows": SINGLE_AUDITS,
     "NCS at the last row": SINGLE_AUDITS,
 }
+# the report card's optional --controls line: NCS against the random sets of one of the field's control schemes
+SCHEME_DEPENDS_ON = {f"NCS vs {scheme}": SINGLE_AUDITS for scheme in CONTROL_SCHEMES if scheme != "layer-matched"}
 COLUMNS = ["head-set", "check", "verdict", "number", "reason"]
 
 
@@ -80,7 +85,8 @@ def audit_verdicts(means: dict[str, float]) -> list[Verdict]:
 
 def blocked_by(check: str, audits: list[Verdict]) -> str | None:
     """Why `check` cannot be interpreted (an audit it depends on is out of range), or None."""
-    failed = [v for v in audits if v.verdict != PASS and v.check.removeprefix("baseline: ") in DEPENDS_ON[check]]
+    needs = DEPENDS_ON[check] if check in DEPENDS_ON else SCHEME_DEPENDS_ON[check]
+    failed = [v for v in audits if v.verdict != PASS and v.check.removeprefix("baseline: ") in needs]
     if not failed:
         return None
     return "baseline out of range: " + ", ".join(f"{v.check.removeprefix('baseline: ')} {v.number}" for v in failed)
@@ -202,3 +208,82 @@ def as_frame(verdicts: list[Verdict]) -> pd.DataFrame:
 def counts(verdicts: pd.DataFrame) -> dict[str, int]:
     """Verdict -> how many checks got it."""
     return {v: int(np.sum(verdicts["verdict"] == v)) for v in (PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN)}
+
+
+# ------------------------------------------------------------------ control schemes (notebook 05, issue 40)
+
+
+def significant(row: dict) -> bool:
+    """The unadjusted call most papers make: `versus_random` on the rank p before any adjustment."""
+    return versus_random(row["p"], row["S"] - row["random mean"]) == BEATS
+
+
+def scheme_verdicts(table: pd.DataFrame, check: str = "NCS") -> pd.DataFrame:
+    """`table` (one row per scheme x setting: S, random mean, p, z, R) with, per scheme, the rank p's
+    Holm-adjusted across its settings ('p Holm'), the verdict of `against_random_verdict` at that R and
+    number of settings ('verdict'; no audit blocks it here) and the unadjusted call ('significant')."""
+    table = table.copy()
+    table["p Holm"] = table.groupby("scheme", sort=False)["p"].transform(lambda p: holm(p.to_numpy()))
+    n_sets = table.groupby("scheme", sort=False)["setting"].transform("size")
+    table["verdict"] = [
+        against_random_verdict(row["setting"], f"{check} vs {row['scheme']}", row, int(row["R"]), int(n), []).verdict
+        for row, n in zip(table.to_dict("records"), n_sets)
+    ]
+    table["significant"] = [significant(row) for row in table.to_dict("records")]
+    return table
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str:
+    """A sentence, computed from `scheme_verdicts`' table, on which schemes change a setting's verdict
+    (Holm) or its unadjusted call relative to the `reference` scheme; with the unseeded scheme's
+    'seeds S beats' column, how many settings' calls depend on the seed."""
+    ref = table[table["scheme"] == reference].set_index("setting")
+    n, r = len(ref), int(ref["R"].iloc[0])
+    tally = ref["verdict"].value_counts()
+    floor = f" (at R = {r} no rank p can: its floor is {1 / (r + 1):.3f})" if 1 / (r + 1) > ALPHA else ""
+    parts = [
+        f"Against {reference} random sets (R = {r}), "
+        + ", ".join(f"{count} of {n} settings {verdict}" for verdict, count in tally.items())
+        + f" after Holm, and {int(ref['significant'].sum())} of {n} reach rank p <= {ALPHA:g} with S above the "
+        f"random mean by >= {MIN_EFFECT:g} unadjusted{floor}."
+    ]
+    same, changes = [], []
+    for scheme, rows in table[table["scheme"] != reference].groupby("scheme", sort=False):
+        rows = rows.set_index("setting").loc[ref.index]
+        verdict = [f"{s} ({ref.loc[s, 'verdict']} -> {rows.loc[s, 'verdict']})" for s in ref.index
+                   if rows.loc[s, "verdict"] != ref.loc[s, "verdict"]]  # fmt: skip
+        call = [f"{s} ({'yes' if rows.loc[s, 'significant'] else 'no'})" for s in ref.index
+                if bool(rows.loc[s, "significant"]) != bool(ref.loc[s, "significant"])]  # fmt: skip
+        if not verdict and not call:
+            same.append(scheme)
+            continue
+        said = []
+        if verdict:
+            said.append(f"the Holm verdict of {len(verdict)} setting(s): {_listed(verdict)}")
+        if call:
+            said.append(f"the unadjusted call of {len(call)} setting(s): {_listed(call)}")
+        other_r = sorted(set(rows["R"].astype(int)) - {r})
+        named = f"{scheme} (R = {', '.join(map(str, other_r))})" if other_r else scheme
+        changes.append(f"{named} changes " + " and ".join(said))
+    if changes:
+        parts.append("; ".join(changes) + ".")
+    if same:
+        parts.append(f"{_listed(same, len(same))} change no setting's verdict or call.")
+    else:
+        parts.append("Every other scheme changes at least one setting's verdict or call.")
+    seeds = table[(table["scheme"] == "unseeded")] if "seeds S beats" in table else table.iloc[:0]
+    if len(seeds):
+        beats, total = seeds["seeds S beats"].astype(int), seeds["seeds"].astype(int)
+        split = seeds.loc[(beats > 0) & (beats < total), "setting"].tolist()
+        parts.append(
+            f"Over {int(total.iloc[0])} seeds of the unseeded draw, S beats the seed's random sets by >= "
+            f"{MIN_EFFECT:g} at every seed in {int((beats == total).sum())} settings, at none in "
+            f"{int((beats == 0).sum())}, and the call depends on the seed in {len(split)}"
+            + (f" ({_listed(split)})." if split else ".")
+        )
+    return " ".join(parts)
