@@ -50,17 +50,18 @@ from helpers.measures.controls import (
 )
 from helpers.measures.discovery import discover, setting_scores
 from helpers.measures.head_mass import mass_run
-from helpers.measures.necessity import ncs, necessity_run
+from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import against_random, holm, t_interval
-from helpers.measures.steering import cers, ncs_grid, steering_run
+from helpers.measures.steering import cers, ncs_grid
 from helpers.runner import sizes
 from helpers.runner.params import declared_parameters
+from helpers.runner.sizes import CARD_SIZES, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS, parse_setting
 from helpers.storage import headsets, paths, runs
 from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
-from helpers.studies.profiles import PROFILES, forward_copies, sizes_for
+from helpers.studies.evaluation import Evaluation
 
 
 @dataclass
@@ -101,54 +102,25 @@ def resolve_head_sets(entries, data_dir: Path, model: str, n_layers: int, n_head
     return out
 
 
-class Protocol:
-    """The model, the cache and the sizes of one report card; every run goes through the cache."""
+class Protocol(Evaluation):
+    """The model, the cache and the sizes of one report card; the cached runs (`Evaluation`: steer, mask)
+    are notebooks 03-05's calls at this card's item count, so a card on a discovery setting reads them back."""
 
     def __init__(self, params):
         self.params = params
-        self.sizes = sizes_for(params.profile, params.sizes, params.smoke)
-        self.lm = load_model(params.model, device=params.device, dtype=params.dtype)
+        self.sizes = card_sizes(params.profile, params.sizes, params.smoke)
+        lm = load_model(params.model, device=params.device, dtype=params.dtype)
+        cache = ResultCache(params.cache_dir)
+        super().__init__(lm, params.eval_corpus, self.sizes["n_items"], params.seed, cache, params.sets_per_forward)
         self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
         # the checks keyed on pixel regions (CERS, its sweep, NCS_grid, the discovery ceiling) run where the
         # family maps regions to tokens; elsewhere they are "not run", with this reason
         self.no_regions = "" if self.lm.adapter.maps_regions else self.lm.adapter.no_region_mapping
         self.fingerprint = model_fingerprint(self.lm)
-        self.cache = ResultCache(params.cache_dir)
         self.head_sets = resolve_head_sets(
             params.heads, params.data_dir, params.model, self.n_layers, self.n_heads, params.import_k
         )
         self.controls = getattr(params, "controls", None)  # a control scheme for the card's extra line, or None
-
-    # ---- cached runs (the same calls as helpers/studies/experiment.py, at this card's sizes)
-
-    def steer(self, sets: np.ndarray, beta: float) -> dict[str, np.ndarray]:
-        p = self.params
-        return steering_run(
-            self.lm,
-            p.eval_corpus,
-            self.sizes["n_items"],
-            p.seed,
-            sets,
-            beta,
-            "all",
-            self.cache,
-            sets_per_forward=p.sets_per_forward,
-        )
-
-    def mask(self, sets: np.ndarray, rows: str = "all", arms=("matched", "mismatched"), keys="image") -> dict:
-        p = self.params
-        return necessity_run(
-            self.lm,
-            p.eval_corpus,
-            self.sizes["n_items"],
-            p.seed,
-            sets,
-            rows,
-            self.cache,
-            sets_per_forward=p.sets_per_forward,
-            arms=arms,
-            keys=keys,
-        )
 
     def layer_matched(self, head_set: HeadSet) -> np.ndarray:
         """[1 + R, L, H]: S, then R layer-matched random sets from the stream "layer-matched/<name>" (a
@@ -406,7 +378,7 @@ def build_card(protocol: Protocol) -> dict:
             "beta": protocol.params.beta,
             "seed": protocol.params.seed,
             "head-sets": [h.name for h in sets],
-            "forward copies": forward_copies(sizes, len(sets), protocol.controls),
+            "forward copies": card_forward_copies(sizes, len(sets), protocol.controls),
             "controls": protocol.controls,
             "no control scheme": no_scheme,
         },
@@ -670,7 +642,7 @@ def main(argv=None) -> None:
         control_schemes.check_scheme(args.controls)  # a ValueError naming the scheme, before any run
     heads = [h if h in SETTINGS else str(Path(h).expanduser().resolve()) for h in args.heads]
     given = {name: run.parse_value(value) for name, value in args.p}
-    size_overrides = {n: given.pop(n) for n in list(given) if n in PROFILES["default"]}
+    size_overrides = {n: given.pop(n) for n in list(given) if n in CARD_SIZES["default"]}
     profile = "default" if args.profile == "quick" else args.profile
     overrides = {"model": args.model, "heads": heads, "profile": profile, **given}
     if size_overrides:

@@ -85,6 +85,7 @@ from helpers.studies.cross_model import (
     region_contrast_runs,
     unmatched_sets,
 )
+from helpers.studies.evaluation import Evaluation
 from helpers.studies.pointing_runs import score_suite
 from helpers.studies.resolution import resolution_table, single_head_run, summary_sentence
 from helpers.studies.verdicts import AUDIT_RANGES
@@ -123,28 +124,17 @@ for name in P.models:
         print(f"{name}: {lm.adapter.family}, top-{k_top}; NOT RUN: {next(iter(unmatched.values()))}")
         del lm
         continue
-    runs = causal_runs(
-        lm,
-        {s: sets[s] for s in CAUSAL},
-        P.eval_corpus,
-        P.n_items,
-        P.n_random,
-        P.seed,
-        P.beta,
-        cache,
-        P.sets_per_forward,
-    )
+    evaluation = Evaluation(lm, P.eval_corpus, P.n_items, P.seed, cache, P.sets_per_forward, P.beta)
+    runs = causal_runs(evaluation, {s: sets[s] for s in CAUSAL}, P.n_random)
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
     results[name] |= {"flagged": row["flagged"], "single head": single}
     suite_sets = {native: sets[s] for native, s in suite_names.items()}
     if row["passes"]:  # Table 16 on the models whose grid passes the audit only
         cm_sets = {s: sets[s] for s in TABLE16}
-        contrasts[name] = region_contrast_runs(
-            lm, cm_sets, P.eval_corpus, P.n_items, P.n_random_grid, P.seed, P.beta, cache, P.sets_per_forward
-        )
+        contrasts[name] = region_contrast_runs(evaluation, cm_sets, P.n_random_grid)
     suites[name] = score_suite(lm, tasks, suite_sets, P.n_pointing, P.seed, P.beta, cache, P.sets_per_forward)
     print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
-    del lm
+    del lm, evaluation
 
 # %% [markdown]
 # ## Table 22: the baseline audit

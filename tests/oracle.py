@@ -1,6 +1,7 @@
-"""The eager oracle of the engine's tests: eager attention written out by hand, with an intervention's bias
-added to the chosen heads, rows and keys. One module, so that every test file registers and fills the same
-oracle (a test module imported under two names would hold two bias tables)."""
+"""The eager oracles of the engine's tests: eager attention written out by hand, with an intervention's bias
+added to the chosen heads, rows and keys (``ORACLE``), or with each masking of helpers.engine.masking done the
+way its repository does it (``MASKING_ORACLE``). One module, so that every test file registers and fills the same
+oracles (a test module imported under two names would hold two bias tables)."""
 
 import torch
 from transformers import AttentionInterface
@@ -33,3 +34,53 @@ def biased_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, 
 
 AttentionInterface.register(ORACLE, biased_eager_oracle)
 AttentionMaskInterface.register(ORACLE, eager_mask)
+
+
+MASKING_ORACLE = "masking_eager_oracle"
+oracle_masking = {}  # decoder layer -> (masking, heads [B, H] bool, rows [B, q] bool, keys [B, k] bool, factor [B])
+
+
+def masking_eager_oracle(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Eager attention written out, each masking of helpers.engine.masking done by hand the way its repository does
+    it, on the chosen heads at the chosen rows that see a key (pad rows see none and are left alone, as in the
+    engine): query zeroed before q k^T (query_zero), bias HIDE added to the chosen keys each row sees (hide), logits
+    set to 0 after the mask (leaky_uniform), the chosen keys' softmax weights multiplied by the factor
+    (rescale), the head's output zeroed (output_zero). A full forward without cache: row q and key q are position q."""
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    visible = attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
+    chosen, masking = [], None
+    if module.layer_idx in oracle_masking:
+        masking, heads, rows, keys, factor = oracle_masking[module.layer_idx]
+        q_len, k_len = query.shape[2], key.shape[2]
+        assert q_len == k_len, "the oracle runs full forwards only"
+        rows, keys = rows[:, :q_len], keys[:, :k_len]
+        chosen = [
+            (b, h, q)
+            for b in range(query.shape[0])
+            for h in heads[b].nonzero().flatten().tolist()
+            for q in rows[b].nonzero().flatten().tolist()
+            if visible[b, q].any()
+        ]
+    query = query.clone()
+    for b, h, q in chosen:
+        if masking == "query_zero":
+            query[b, h, q] = 0
+    scores = query @ key.transpose(2, 3) * scaling + attention_mask  # [B, H, q, k]
+    for b, h, q in chosen:
+        if masking == "hide":
+            scores[b, h, q, keys[b] & visible[b, q]] = float("-inf")
+        elif masking == "leaky_uniform":
+            scores[b, h, q] = 0
+    weights = scores.softmax(-1)
+    for b, h, q in chosen:
+        if masking == "rescale":
+            weights[b, h, q, keys[b]] *= factor[b]
+    output = weights @ value  # [B, H, q, D]
+    for b, h, q in chosen:
+        if masking == "output_zero":
+            output[b, h, q] = 0
+    return output.transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register(MASKING_ORACLE, masking_eager_oracle)
+AttentionMaskInterface.register(MASKING_ORACLE, eager_mask)

@@ -7,6 +7,7 @@ from PIL import Image
 from tokenizers import Tokenizer, models
 from transformers import (
     ChameleonConfig,
+    Gemma3ImageProcessor,
     Gemma4ImageProcessor,
     GotOcr2ImageProcessor,
     MllamaConfig,
@@ -28,6 +29,7 @@ from tests.tiny_models import (
     VISION_START,
     tiny_inputs,
     tiny_model,
+    tiny_processor,
 )
 
 CANDIDATES = {"qwen3_5": [1, 3], "lfm2_vl": [1, 2]}  # Qwen3.5: linear attention in layers 0 and 2; LFM2: conv in 0
@@ -179,9 +181,30 @@ def test_gemma4_region_tokens_match_painted_patches(region):
     assert set((adapter.region_positions(inputs, region, PAINT_SIZE) - 2).tolist()) == expected
 
 
+def test_gemma3_pan_and_scan_settings_and_refusals():
+    """Pan-and-scan as the processor applies it: a Gemma3Processor's defaults win over its image processor's
+    attributes; a bare image processor's attributes count. Inputs that do not hold the crops the adapter expects,
+    and images after the first of a row, are refused, naming do_pan_and_scan."""
+    config = CONFIGS["gemma3"]()
+    on = tiny_processor("gemma3_pan_and_scan")
+    assert adapter_for(config, on).pan_and_scan == (32, 4, 1.2)
+    assert adapter_for(config, on.image_processor).pan_and_scan is None  # the image processor alone: off
+    assert adapter_for(config, Gemma3ImageProcessor(do_pan_and_scan=True)).pan_and_scan == (256, 4, 1.2)
+    assert adapter_for(config).pan_and_scan is None
+    adapter = adapter_for(config, on)
+    assert adapter.crops(200, 60) == [(0, 0, 67, 60), (67, 0, 134, 60), (134, 0, 200, 60)]
+    assert adapter.crops(90, 160) == [(0, 0, 90, 80), (0, 80, 90, 160)] and adapter.crops(56, 56) == []
+    image = Image.fromarray(np.zeros((130, 200, 3), np.uint8))
+    inputs = on(text=["a <start_of_image> b"], images=[image], return_tensors="pt")
+    assert len(adapter.views(inputs, (200, 130), 0, 0)) == 3  # the original and two crops
+    plain = tiny_processor("gemma3")(text=["a <start_of_image> b"], images=[image], return_tensors="pt")
+    with pytest.raises(ValueError, match=r"do_pan_and_scan=True\): batch row 0 holds 1 pictures, but a 200x130"):
+        adapter.region_positions(plain, (0, 0, 10, 10), (200, 130))
+    with pytest.raises(ValueError, match="image 1 of batch row 0 cannot be found.* do_pan_and_scan=False"):
+        adapter.region_positions(inputs, (0, 0, 10, 10), (200, 130), image_index=1)
+
+
 BACKBONES = {  # where each generic family keeps its text backbone
-    "paligemma": "model.language_model",
-    "mistral3": "model.language_model",
     "aya_vision": "model.language_model",
     "lfm2_vl": "model.language_model",
     "ovis2": "model.language_model",
@@ -195,7 +218,7 @@ def test_generic_adapter_finds_the_text_backbone_and_refuses_regions(family):
     assert lm.adapter.language_model(lm.model) is lm.model.get_submodule(BACKBONES[family])
     assert lm.model.config.vision_config._attn_implementation == "sdpa"  # the probe runs on the text backbone only
     inputs = tiny_inputs(family, lm.model)
-    assert lm.adapter.image_positions(inputs["input_ids"]).sum(1).tolist() == [16 if family == "paligemma" else 4] * 2
+    assert lm.adapter.image_positions(inputs["input_ids"]).sum(1).tolist() == [4, 4]
     message = f"{family} has no region mapping .* discovery scores .* CERS steering and the grid NCS"
     with pytest.raises(NotImplementedError, match=message):
         lm.adapter.region_positions(inputs, (0, 0, 10, 10), (28, 28))
@@ -239,15 +262,15 @@ def test_attn_implementation_targets_the_text_config():
 
 @torch.no_grad()
 def test_load_generic_family_from_a_saved_folder(tmp_path):
-    tiny_model("paligemma", "sdpa").save_pretrained(tmp_path)
+    tiny_model("aya_vision", "sdpa").save_pretrained(tmp_path)
     SiglipImageProcessor(size={"height": 28, "width": 28}).save_pretrained(tmp_path)
     vocabulary = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
     PreTrainedTokenizerFast(tokenizer_object=vocabulary).save_pretrained(tmp_path)
     lm = load_model(str(tmp_path))
-    assert lm.adapter.family == "paligemma" and type(lm.adapter) is GenericAdapter
+    assert lm.adapter.family == "aya_vision" and type(lm.adapter) is GenericAdapter
     assert lm.model.config.text_config._attn_implementation == ATTENTION
     assert lm.model.config.vision_config._attn_implementation == "sdpa"
-    inputs = tiny_inputs("paligemma", lm.model)
+    inputs = tiny_inputs("aya_vision", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
     with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
         lm.model(**inputs)
@@ -255,10 +278,10 @@ def test_load_generic_family_from_a_saved_folder(tmp_path):
 
 
 def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monkeypatch):
-    lm = wrap_model(tiny_model("paligemma", ATTENTION))
+    lm = wrap_model(tiny_model("aya_vision", ATTENTION))
     backbone = type(lm.model.model.language_model)
     monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
-    with pytest.raises(ValueError, match="GemmaModel does not route attention through transformers' attention"):
+    with pytest.raises(ValueError, match="Cohere2Model does not route attention through transformers' attention"):
         lm.adapter.attention_modules(lm.model)
 
 

@@ -191,13 +191,15 @@ def test_an_unknown_scheme_is_refused_by_the_card_and_the_parameters():
 
 def test_the_card_line_and_its_forward_copies():
     from helpers import protocol
-    from helpers.studies.profiles import PROFILES, forward_copies
+    from helpers.runner.sizes import CARD_SIZES, card_forward_copies
 
-    plain = forward_copies(PROFILES["default"], 2)
-    with_line = forward_copies(PROFILES["default"], 2, "bottom5")
+    plain = card_forward_copies(CARD_SIZES["default"], 2)
+    with_line = card_forward_copies(CARD_SIZES["default"], 2, "bottom5")
     assert set(with_line) - set(plain) == {"NCS vs bottom5 (S + 20, two arms)"}
     assert with_line["NCS vs bottom5 (S + 20, two arms)"] == 2 * 21 * 2 * 50
-    assert forward_copies(PROFILES["default"], 1, "unseeded")["NCS vs unseeded (S + 20, two arms)"] == 21 * 2 * 50
+    assert (
+        card_forward_copies(CARD_SIZES["default"], 1, "unseeded")["NCS vs unseeded (S + 20, two arms)"] == 21 * 2 * 50
+    )
     missing = protocol.scheme_verdict("mine", "bottom5", None, 1, [])
     assert missing.verdict == verdicts.NOT_RUN and "discovery score" in missing.reason
     row = {"S": 0.4, "random mean": 0.1, "p": 1 / 101, "p Holm": 1 / 101, "z": 5.0, "R": 100}

@@ -15,6 +15,8 @@ from transformers import (
     AutoModelForImageTextToText,
     AyaVisionConfig,
     Gemma3Config,
+    Gemma3ImageProcessor,
+    Gemma3Processor,
     Gemma4Config,
     GotOcr2ImageProcessor,
     Idefics3Config,
@@ -35,11 +37,16 @@ from transformers import (
     Mistral3Config,
     Ovis2Config,
     PaliGemmaConfig,
+    PaliGemmaProcessor,
+    PixtralImageProcessor,
+    PixtralProcessor,
     PreTrainedTokenizerFast,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
     Qwen3_5Config,
     Qwen3VLConfig,
+    Qwen3VLMoeConfig,
+    SiglipImageProcessor,
     SmolVLMConfig,
     SmolVLMImageProcessor,
     SmolVLMProcessor,
@@ -65,10 +72,11 @@ TEXT = dict(
 )
 
 
-def _qwen3_vl() -> Qwen3VLConfig:
-    return Qwen3VLConfig(
+def _qwen3_vl(config_class=Qwen3VLConfig, **text) -> Qwen3VLConfig:
+    return config_class(
         text_config=dict(
             TEXT,
+            **text,
             rope_parameters={
                 "rope_type": "default",
                 "rope_theta": 10000.0,
@@ -261,11 +269,12 @@ def _paligemma() -> PaliGemmaConfig:
     )
 
 
-def _mistral3() -> Mistral3Config:
-    """Pixtral on a 28 x 28 image (4 x 4 patches of 7 px, merged 2 x 2: 4 image tokens), Mistral text backbone."""
+def _mistral3(image_size: int = 28) -> Mistral3Config:
+    """Pixtral on a 28 x 28 image (4 x 4 patches of 7 px, merged 2 x 2: 4 image tokens), Mistral text backbone;
+    ``image_size``: the largest image edge the tower's position embedding takes."""
     return Mistral3Config(
         text_config=dict(TEXT, model_type="mistral"),
-        vision_config=dict(VISION, model_type="pixtral", image_size=28, patch_size=7, head_dim=16),
+        vision_config=dict(VISION, model_type="pixtral", image_size=image_size, patch_size=7, head_dim=16),
         image_token_index=IMAGE_TOKEN,
         spatial_merge_size=2,
     )
@@ -325,6 +334,9 @@ def _ovis2() -> Ovis2Config:
 
 CONFIGS = {
     "qwen3_vl": _qwen3_vl,
+    "qwen3_vl_moe": lambda: _qwen3_vl(  # 4 experts of which 2 per token, every layer sparse
+        Qwen3VLMoeConfig, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1
+    ),
     "qwen2_vl": lambda: _qwen2_vl(Qwen2VLConfig),
     "qwen2_5_vl": lambda: _qwen2_vl(Qwen2_5_VLConfig),
     "qwen3_5": _qwen3_5,
@@ -339,8 +351,8 @@ CONFIGS = {
     "lfm2_vl": _lfm2_vl,
     "ovis2": _ovis2,
 }
-QWEN_FAMILIES = ("qwen3_vl", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
-GENERIC_FAMILIES = ("paligemma", "mistral3", "aya_vision", "lfm2_vl", "ovis2")
+QWEN_FAMILIES = ("qwen3_vl", "qwen3_vl_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
+GENERIC_FAMILIES = ("aya_vision", "lfm2_vl", "ovis2")
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
@@ -501,6 +513,27 @@ TILING_CONFIGS = {
 }  # region mapping tests only
 
 
+def _llava_pixtral() -> LlavaConfig:
+    """LLaVA with a Pixtral tower (as Pixtral 12B): native resolution up to 28 x 28 (4 x 4 patches of 7 px), one
+    token per patch, all tokens kept (strategy 'full')."""
+    return LlavaConfig(
+        text_config=dict(TEXT, model_type="mistral"),
+        vision_config=dict(VISION, model_type="pixtral", image_size=28, patch_size=7, head_dim=16),
+        image_token_index=IMAGE_TOKEN,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+    )
+
+
+REGION_CONFIGS = {  # the region mapping tests' models, by test case (a family, or a family with a processor setting)
+    **CONFIGS,
+    **TILING_CONFIGS,
+    "gemma3_pan_and_scan": _gemma3,
+    "mistral3": lambda: _mistral3(image_size=56),  # images of up to 8 x 8 patches
+    "llava_pixtral": _llava_pixtral,
+}
+
+
 def _llava_next_processor() -> LlavaNextProcessor:
     image_processor = LlavaNextImageProcessor(
         size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}, image_grid_pinpoints=PINPOINTS,
@@ -543,7 +576,45 @@ def _split_image_processor(family: str):
     return SmolVLMProcessor(SmolVLMImageProcessor(**sizes), tokenizer, SmolVLMVideoProcessor(), image_seq_len=4)
 
 
+def _gemma3_processor(pan_and_scan: bool = False) -> Gemma3Processor:
+    """Gemma 3's processor on 64 x 64 pictures (4 tokens each); ``pan_and_scan``: its defaults cut an image of
+    aspect ratio 1.2 or more into 2..4 crops of at least 32 px (a Gemma3Processor's images_kwargs win over its
+    image processor's attributes, as at call time)."""
+    words = {"<image_soft_token>": IMAGE_TOKEN, "<start_of_image>": VISION_START, "<end_of_image>": VISION_END}
+    tokenizer = tiny_tokenizer(
+        words, image_token="<image_soft_token>", boi_token="<start_of_image>", eoi_token="<end_of_image>"
+    )
+    processor = Gemma3Processor(
+        Gemma3ImageProcessor(size={"height": 64, "width": 64}, resample=NEAREST), tokenizer, image_seq_length=4
+    )
+    if pan_and_scan:
+        processor.images_kwargs = {
+            **processor.images_kwargs, "do_pan_and_scan": True, "pan_and_scan_min_crop_size": 32,
+        }  # fmt: skip
+    return processor
+
+
+def _paligemma_processor() -> PaliGemmaProcessor:
+    """PaliGemma's processor: the image resized onto 28 x 28 (16 tokens), the image tokens before <bos>."""
+    image_processor = SiglipImageProcessor(size={"height": 28, "width": 28}, resample=NEAREST)
+    image_processor.image_seq_length = 16
+    return PaliGemmaProcessor(image_processor, tiny_tokenizer({"<image>": IMAGE_TOKEN, "<bos>": 3}, bos_token="<bos>"))
+
+
+def _pixtral_processor(longest_edge: int = 56, merge: int = 2) -> PixtralProcessor:
+    """Mistral 3's (Pixtral's) processor: longest edge 56, cells of 14 px (7 px patches merged 2 x 2); [IMG_BREAK]
+    after each row of image tokens, [IMG_END] after the last. LLaVA-Pixtral's: longest edge 28, no merging."""
+    words = {"[IMG]": IMAGE_TOKEN, "[IMG_BREAK]": VISION_START, "[IMG_END]": VISION_END}
+    image_processor = PixtralImageProcessor(size={"longest_edge": longest_edge}, patch_size=7, resample=NEAREST)
+    return PixtralProcessor(image_processor, tiny_tokenizer(words), patch_size=7, spatial_merge_size=merge)
+
+
 PROCESSORS = {
+    "gemma3": _gemma3_processor,
+    "gemma3_pan_and_scan": lambda: _gemma3_processor(pan_and_scan=True),
+    "paligemma": _paligemma_processor,
+    "mistral3": _pixtral_processor,
+    "llava_pixtral": lambda: _pixtral_processor(longest_edge=28, merge=1),
     "idefics3": lambda: _split_image_processor("idefics3"),
     "smolvlm": lambda: _split_image_processor("smolvlm"),
     "internvl": _internvl_processor,

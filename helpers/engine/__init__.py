@@ -11,6 +11,9 @@ The whole public API, by module:
 - ``attention``: the attention function registered with transformers (``ATTENTION``) and the probe:
   ``probe(lm, read=Read(...), intervene=Intervention(...))`` around any forward or ``generate``;
   ``HIDE`` is the bias that masks keys.
+- ``masking`` (no torch): ``MASKINGS``, the ways an intervention masks a head (default "hide"; the visual-head
+  repositories' query zeroing, output zeroing, post-softmax rescaling and, on purpose, their leaky attention);
+  ``leakage``: ``leak(lm, item, heads, masking)``, how much a masking lets the rows before the image read later ones.
 - ``head_sets``: many head-sets per forward: ``stack_head_sets``, ``expand_item``, ``run_head_sets``
   (the copies run only the rows after those no copy changes, continuing the clean item's keys and values);
   ``kept_rows``: the last decoder layer at the kept rows only when only the last rows' logits are kept.
@@ -30,7 +33,9 @@ if TYPE_CHECKING:  # the names below load on first use (__getattr__): importing 
     from helpers.engine.compiled import compile_decoder_layers
     from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
     from helpers.engine.inputs import Batch, build_batch
+    from helpers.engine.leakage import Leak, leak
     from helpers.engine.loading import LoadedModel, load_model, wrap_model
+    from helpers.engine.masking import MASKINGS
 
 _HOME = {
     "adapters": ("Adapter", "adapter_for"),
@@ -38,15 +43,19 @@ _HOME = {
     "compiled": ("compile_decoder_layers",),
     "head_sets": ("expand_item", "heads_to_mask", "run_head_sets", "stack_head_sets"),
     "inputs": ("Batch", "build_batch"),
+    "leakage": ("Leak", "leak"),
     "loading": ("LoadedModel", "load_model", "wrap_model"),
+    "masking": ("MASKINGS",),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 __all__ = [
     "ATTENTION",
     "HIDE",
+    "MASKINGS",
     "Adapter",
     "Batch",
     "Intervention",
+    "Leak",
     "LoadedModel",
     "Read",
     "Recording",
@@ -55,6 +64,7 @@ __all__ = [
     "compile_decoder_layers",
     "expand_item",
     "heads_to_mask",
+    "leak",
     "load_model",
     "probe",
     "run_head_sets",

@@ -2,8 +2,10 @@
 positions hold the image tokens of a region given in pixels of the original image, and how the text
 backbone's per-item inputs are repeated when one item is copied once per head-set (``run_head_sets``).
 
-Hand-written adapters (``ADAPTERS``: Qwen2/2.5/3-VL, Qwen3.5, Gemma 3, LLaVA, InternVL, Gemma 4) know
-their family's image-token layout, so they also map a pixel region to its image tokens.
+Hand-written adapters (``ADAPTERS``: Qwen2/2.5/3-VL (and 3-VL MoE), Qwen3.5, Gemma 3 (with pan-and-scan
+crops), PaliGemma, Mistral 3, LLaVA (CLIP crop or Pixtral native resolution), InternVL, LLaVA-NeXT / OneVision,
+Idefics3 / SmolVLM, Gemma 4) know their family's image-token layout, so they also map a pixel region to its image
+tokens.
 
 Every other family gets the generic adapter (``GenericAdapter``) if its config says enough: a text
 config (``config.get_text_config()``) with head counts, image tokens marked by ``config.image_token_id``
@@ -187,7 +189,7 @@ def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
 
 @dataclass
 class QwenVLAdapter(Adapter):
-    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5: the processor resizes the image onto a patch grid
+    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE), Qwen3.5: the processor resizes the image onto a patch grid
     (image_grid_thw, in patches); one token per spatial_merge_size^2 patches, row-major."""
 
     merge: int = 2
@@ -210,7 +212,7 @@ def _image_grid(grids: list, spans, batch_index: int, image_index: int):
 
 @dataclass
 class SquareGridAdapter(Adapter):
-    """Gemma 3 (pooled grid) and LLaVA (patch grid): every image gives side x side tokens, row-major.
+    """Gemma 3 (pooled grid), PaliGemma and LLaVA (patch grid): every image gives side x side tokens, row-major.
 
     ``crop``: the processor resizes the shorter edge then centre-crops to a square (LLaVA's CLIP
     processor); otherwise the image is resized onto the square (Gemma 3 without pan-and-scan).
@@ -232,6 +234,112 @@ class SquareGridAdapter(Adapter):
         left, top = (width - short) / 2, (height - short) / 2  # the centre crop, in original pixels
         positions, grid = self.image_token_grid(inputs, batch_index, image_index)
         return [View("centre crop", (left, top, left + short, top + short), grid, positions)]
+
+
+PAN_AND_SCAN = dict(  # Gemma3Processor's defaults (images_kwargs), which win over its image processor's attributes
+    do_pan_and_scan=False,
+    pan_and_scan_min_crop_size=256,
+    pan_and_scan_max_num_crops=4,
+    pan_and_scan_min_ratio_to_activate=1.2,
+)
+
+
+@dataclass
+class Gemma3Adapter(SquareGridAdapter):
+    """Gemma 3: every picture is resized onto one square (side x side pooled tokens, row-major).
+
+    With pan-and-scan on (``do_pan_and_scan=True``), an image whose aspect ratio reaches ``min_ratio`` is also cut
+    into 2..``max_crops`` crops side by side along its longer edge (none when a crop would be under ``min_crop``
+    pixels): the image processor's ``pan_and_scan_batched``. Each crop is one more picture: the original's tokens
+    come first, then the crops' in order, each run between its own start and end tokens. How many crops an
+    image has depends on its size, which region_positions gets for the mapped image only, so with pan-and-scan on
+    a batch row must hold one image. Pan-and-scan enabled only at call time (``processor(..., do_pan_and_scan=True)``)
+    is invisible to the adapter: build it with the processor whose defaults do it.
+    """
+
+    pan_and_scan: tuple[int, int, float] | None = None  # (min_crop, max_crops, min_ratio) when on
+
+    def crops(self, width: int, height: int) -> list[Region]:
+        """The boxes of the crops pan-and-scan cuts from a width x height image, row-major (none when off)."""
+        if self.pan_and_scan is None:
+            return []
+        min_crop, max_crops, min_ratio = self.pan_and_scan
+        long, short = max(width, height), min(width, height)
+        if long / short < min_ratio:
+            return []
+        n = min(max_crops, max(2, min(int(math.floor(long / min_crop)), int(math.floor(long / short + 0.5)))))
+        n_w, n_h = (n, 1) if width >= height else (1, n)
+        crop_w, crop_h = int(math.ceil(width / n_w)), int(math.ceil(height / n_h))
+        if min(crop_w, crop_h) < min_crop:
+            return []
+        return [
+            (x, y, min(x + crop_w, width), min(y + crop_h, height))
+            for y in range(0, crop_h * n_h, crop_h)
+            for x in range(0, crop_w * n_w, crop_w)
+        ]
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        if self.pan_and_scan is None:
+            return super().views(inputs, image_size, batch_index, image_index)
+        width, height = image_size
+        crops = self.crops(width, height)
+        pictures = self._pictures(inputs, batch_index)
+        fix = (
+            "map regions with one image per batch row, or process the images with do_pan_and_scan=False (the "
+            "Gemma3Processor's default) and build the adapter with that processor"
+        )
+        if image_index != 0:
+            raise ValueError(
+                f"gemma3 with pan-and-scan (do_pan_and_scan=True): image {image_index} of batch row {batch_index} "
+                "cannot be found, since the crops of the images before it depend on their sizes: " + fix
+            )
+        if len(pictures) != 1 + len(crops):
+            raise ValueError(
+                f"gemma3 with pan-and-scan (do_pan_and_scan=True): batch row {batch_index} holds {len(pictures)} "
+                f"pictures, but a {width}x{height} image gives the original and {len(crops)} crop(s) (crops of at "
+                f"least {self.pan_and_scan[0]} px, at most {self.pan_and_scan[1]}, from an aspect ratio of "
+                f"{self.pan_and_scan[2]}): build the adapter with the processor and settings that made the inputs, "
+                "or " + fix
+            )
+        grid = (self.side, self.side)
+        original = View("original", (0, 0, width, height), grid, pictures[0])
+        return [original, *(View(f"crop {i}", box, grid, pictures[1 + i]) for i, box in enumerate(crops))]
+
+    def _pictures(self, inputs, batch_index: int) -> list[torch.Tensor]:
+        """Positions [side * side] of each picture's tokens in one batch row, in order."""
+        if not 0 <= batch_index < len(inputs["input_ids"]):
+            raise ValueError(f"batch_index {batch_index} out of range: batch has {len(inputs['input_ids'])} rows")
+        positions = (inputs["input_ids"][batch_index] == self.image_token_id).nonzero().flatten()
+        if positions.numel() % self.side**2:
+            raise ValueError(
+                f"gemma3 batch row {batch_index} has {positions.numel()} image tokens, not a whole number of "
+                f"pictures of {self.side**2}"
+            )
+        return list(positions.view(-1, self.side**2))
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        if self.pan_and_scan is None:
+            return super().image_token_grid(inputs, batch_index, image_index)
+        if image_index != 0:
+            raise ValueError("gemma3 with pan-and-scan (do_pan_and_scan=True) finds image 0 of a batch row only")
+        return self._pictures(inputs, batch_index)[0], (self.side, self.side)
+
+
+@dataclass
+class PixtralAdapter(Adapter):
+    """Mistral 3 (and LLaVA with a Pixtral tower): native resolution. The processor resizes the image (aspect kept,
+    longest edge at most the processor's) onto whole cells of ``unit`` pixels (patch size x spatial merge) and
+    gives ``image_sizes`` (height, width) of the resized image; the model merges each cell's patches into one
+    token. The tokens come row-major, each row of image tokens followed by a row-break token ([IMG_BREAK]; the
+    last row by [IMG_END]), which are not image tokens: the image tokens alone form the rows x cols grid.
+    """
+
+    unit: int = 28  # pixels per token edge: patch_size * spatial_merge_size
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        grids = [(h // self.unit, w // self.unit) for h, w in inputs["image_sizes"].tolist()]
+        spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
+        return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
 
 
 @dataclass
@@ -488,8 +596,6 @@ NO_REGION_MAPPING = (
 UNMAPPED = {  # families the generic adapter serves whose layout no mapping test has checked yet
     family: f". {family}'s layout ({layout}) has no adapter and no mapping test (tests/test_region_mapping.py) yet"
     for family, layout in {
-        "paligemma": "a fixed grid: the image resized onto one square",
-        "mistral3": "native resolution, a row-break token after each row of merged patches",
         "aya_vision": "tiles and a thumbnail, pixel-shuffled",
         "lfm2_vl": "tiles and a thumbnail of variable patch grids",
         "ovis2": "tiles and a thumbnail, tokens over a visual vocabulary",
@@ -554,7 +660,7 @@ def _text_shape(text_config) -> dict:
     )
 
 
-def _qwen(config, image_processor=None) -> Adapter:
+def _qwen(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
     shape = _text_shape(text)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
@@ -570,22 +676,70 @@ def _qwen(config, image_processor=None) -> Adapter:
     )
 
 
-def _gemma3(config, image_processor=None) -> Adapter:
+def _gemma3(config, image_processor=None, processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     side = int(round(math.sqrt(config.mm_tokens_per_image)))
-    return SquareGridAdapter(
+    settings = _pan_and_scan_settings(image_processor, processor)
+    return Gemma3Adapter(
         family="gemma3",
         candidate_layers=list(range(shape["n_layers"])),
         image_token_id=config.image_token_id,
         side=side,
         crop=False,
+        pan_and_scan=tuple(list(settings.values())[1:]) if settings["do_pan_and_scan"] else None,
         **shape,
     )
 
 
-def _llava(config, image_processor=None) -> Adapter:
+def _pan_and_scan_settings(image_processor, processor) -> dict:
+    """Gemma 3's pan-and-scan settings as the processor applies them: a processor's defaults (images_kwargs) win
+    over its image processor's attributes (transformers' kwargs merge); a bare image processor's attributes
+    count, None meaning Gemma3Processor's default."""
+    settings = {key: getattr(image_processor, key, None) for key in PAN_AND_SCAN}
+    if processor is not None and processor is not image_processor:
+        settings.update({k: v for k, v in (getattr(processor, "images_kwargs", None) or {}).items() if k in settings})
+    return {key: PAN_AND_SCAN[key] if value is None else value for key, value in settings.items()}
+
+
+def _paligemma(config, image_processor=None, processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
+    if image_processor is not None and getattr(image_processor, "do_center_crop", False):
+        raise ValueError("paligemma adapter maps the image resized onto the square, not centre crops (do_center_crop)")
+    return SquareGridAdapter(
+        family="paligemma",
+        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=_image_token_id(config),
+        side=vision.image_size // vision.patch_size,
+        crop=False,
+        **shape,
+    )
+
+
+def _mistral3(config, image_processor=None, processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    return PixtralAdapter(
+        family="mistral3",
+        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=_image_token_id(config),
+        unit=config.vision_config.patch_size * config.spatial_merge_size,
+        **shape,
+    )
+
+
+def _llava(config, image_processor=None, processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    if vision.model_type == "pixtral":  # Pixtral's native resolution, one token per patch, row breaks
+        if config.vision_feature_select_strategy != "full":
+            raise ValueError("LLaVA with a Pixtral tower needs vision_feature_select_strategy='full' (no CLS token)")
+        return PixtralAdapter(
+            family="llava",
+            candidate_layers=list(range(shape["n_layers"])),
+            image_token_id=config.image_token_id,
+            unit=vision.patch_size,
+            **shape,
+        )
     if config.vision_feature_select_strategy != "default":
         raise ValueError(
             f"LLaVA adapter supports vision_feature_select_strategy='default' (CLS dropped), "
@@ -601,7 +755,7 @@ def _llava(config, image_processor=None) -> Adapter:
     )
 
 
-def _internvl(config, image_processor=None) -> Adapter:
+def _internvl(config, image_processor=None, processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(
@@ -634,7 +788,7 @@ def _tiling(image_processor, tile: tuple[int, int]) -> dict:
     )
 
 
-def _anyres(config, image_processor=None) -> Adapter:
+def _anyres(config, image_processor=None, processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     has_cls = vision.model_type == "clip_vision_model"
@@ -656,7 +810,7 @@ def _anyres(config, image_processor=None) -> Adapter:
     )
 
 
-def _split_image(config, image_processor=None) -> Adapter:
+def _split_image(config, image_processor=None, processor=None) -> Adapter:
     shape = _text_shape(config.text_config)
     vision = config.vision_config
     tile, longest, splitting = vision.image_size, 4 * vision.image_size, True  # the image processors' defaults
@@ -677,7 +831,7 @@ def _split_image(config, image_processor=None) -> Adapter:
     )
 
 
-def _gemma4(config, image_processor=None) -> Adapter:
+def _gemma4(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
     shape = _text_shape(text)
     never = shape["n_layers"] if text.num_kv_shared_layers else 0
@@ -695,8 +849,11 @@ ADAPTERS = {
     "qwen2_vl": _qwen,
     "qwen2_5_vl": _qwen,
     "qwen3_vl": _qwen,
+    "qwen3_vl_moe": _qwen,
     "qwen3_5": _qwen,
     "gemma3": _gemma3,
+    "paligemma": _paligemma,
+    "mistral3": _mistral3,
     "llava": _llava,
     "internvl": _internvl,
     "gemma4": _gemma4,
@@ -785,4 +942,4 @@ def adapter_for(config, processor=None) -> Adapter:
     InternVL's tile size and tile counts."""
     if config.model_type not in ADAPTERS:
         return generic_adapter(config)
-    return ADAPTERS[config.model_type](config, getattr(processor, "image_processor", processor))
+    return ADAPTERS[config.model_type](config, getattr(processor, "image_processor", processor), processor)

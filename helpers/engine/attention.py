@@ -10,7 +10,10 @@ two matmuls around a softmax, see ``_small``) and, while a ``probe`` is active, 
 - **intervenes**: adds a per-head bias to the logits of one key group at chosen query rows
   (``HIDE`` to mask the group, ``+beta`` to steer towards it) and writes the recomputed output back
   (on the matmul path: adds the bias to the logits before the softmax) only for the (batch row, head,
-  query row) triples in the head-set, so every other head stays bit-identical to the clean path.
+  query row) triples in the head-set, so every other head stays bit-identical to the clean path. Or it masks
+  those triples by another masking (``Intervention.masking``, helpers.engine.masking: query zeroing, output
+  zeroing, post-softmax rescaling, the leaky uniform attention), replacing their softmax weights (matmul path)
+  or writing back their output recomputed in fp32 (sdpa path).
 
 Shapes: B = batch, L = candidate layers (``adapter.candidate_layers``; every decoder layer for most
 families, only the softmax-attention layers of Qwen3.5), H = query heads, T = sequence positions
@@ -64,6 +67,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
+from helpers.engine.masking import KEYED, WEIGHTS, WITHOUT_QK, check_masking
+
 ATTENTION = "head_probe"
 HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
 READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
@@ -87,12 +92,18 @@ class Intervention:
     """Add ``bias`` to the logits of ``keys`` [B, T] for ``heads`` [B, L, H] at ``rows`` [B, T] or "all".
 
     ``bias``: a float (every batch row), a [B] tensor (one per batch row, e.g. a beta sweep), or HIDE.
+    ``masking``: how the heads are masked instead (helpers.engine.masking.MASKINGS); "hide" (the default) adds
+    ``bias``, every other masking masks and takes bias=HIDE. "rescale" multiplies the weights on ``keys`` by
+    ``factor`` (a float or a [B] tensor, >= 0); "query_zero", "output_zero" and "leaky_uniform" act on every
+    key, so their ``keys`` are not used (None is fine).
     """
 
     heads: torch.Tensor
-    keys: torch.Tensor
+    keys: torch.Tensor | None
     bias: float | torch.Tensor
     rows: Rows = "all"
+    masking: str = "hide"
+    factor: float | torch.Tensor = 0.0
 
 
 @dataclass
@@ -150,9 +161,13 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
     if _small(query, key, value, attention_mask, dropout, kwargs):
         scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
         scores = _scores(query, key).mul_(scaling).add_(attention_mask)  # [B, H, q, k]
-        for state in states:
-            _apply(state, module, None, query, key, value, attention_mask, scaling, scores)
-        return _weighted(scores.softmax(-1), value), None
+        args = (query, key, value, attention_mask, scaling, scores)
+        replaced = [_apply(state, module, None, *args) for state in states]
+        weights = scores.softmax(-1)
+        for index, changed, reweighted in filter(None, replaced):  # maskings other than hide: the pairs' weights
+            flat = weights.view(-1, *weights.shape[2:])  # [B * H, q, k]
+            flat[index] = torch.where(changed[..., None], reweighted(flat[index]), flat[index])
+        return _weighted(weights, value), None
     copies = any(state.same_item for state in states)
     if _is_plain_causal(attention_mask, first_copy=copies):  # the causal kernel skips the masked half
         output, _ = sdpa_attention_forward(
@@ -201,13 +216,14 @@ def _weighted(weights, value) -> torch.Tensor:
     return out.view(batch, n_heads, q_len, -1).transpose(1, 2).contiguous()
 
 
-def _apply(state: _State, module, output, query, key, value, attention_mask, scaling, scores=None) -> None:
+def _apply(state: _State, module, output, query, key, value, attention_mask, scaling, scores=None):
     """One probe's read and intervention at one attention call: the intervention changes ``output`` [B, q, H, D]
-    in place, or, on the small path, the logits ``scores`` = q k^T s + mask [B, H, q, k] before their softmax."""
+    in place, or, on the small path, the logits ``scores`` = q k^T s + mask [B, H, q, k] before their softmax
+    ("hide"), or returns how to reweight the pairs after it (the other maskings, see _intervene)."""
     layer = state.layer_of[module]
     if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
         state.layer_calls[layer] += 1
-        return
+        return None
     if attention_mask is None or attention_mask.dtype == torch.bool:
         raise RuntimeError(
             f"candidate layer {layer} got attention_mask={None if attention_mask is None else attention_mask.dtype}; "
@@ -228,10 +244,11 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     state.layer_calls[layer] += 1
     if state.read is not None:
         _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query_pos, key_pos)
-    if state.intervene is not None:
-        _intervene(
-            state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
-        )
+    if state.intervene is None:
+        return None
+    return _intervene(
+        state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
+    )
 
 
 def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
@@ -386,12 +403,14 @@ class _Selection:
 
     rows_mask: torch.Tensor  # [U', q, k] the mask (a view)
     gate: torch.Tensor  # [U', q] chosen rows that see a key
+    changed: torch.Tensor  # [U', q] the rows it changes: gate, for a keyed masking only where a row sees a hit key
     hit: torch.Tensor  # [U', q, k] selected keys a chosen row sees
     bias: torch.Tensor  # [U']
     rows_hit: torch.Tensor  # [U'] bool on the CPU: some chosen row sees a key
     keys_seen: torch.Tensor  # [U'] bool on the CPU: some chosen row sees a selected key
     emptied: torch.Tensor  # [U', q] chosen rows that HIDE leaves without a key
     emptied_rows: torch.Tensor  # [U'] bool on the CPU
+    factor: torch.Tensor  # [U'] rescale's factor
     addend: torch.Tensor | None = None  # [U', q, k] the small path's addition to the logits (_addend)
 
 
@@ -412,18 +431,25 @@ def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
     rows_mask = attention_mask[:, 0].expand(batch, -1, -1)[own]  # [U', q, k]
     seen = rows_mask > torch.finfo(attention_mask.dtype).min / 2  # keys each row can see
     gate = _select(spec.rows, query_pos, batch)[own] & seen.any(-1)  # [U', q]
-    hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen & gate[..., None]  # [U', q, k]
+    if spec.masking in KEYED:
+        hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen & gate[..., None]  # [U', q, k]
+    else:  # the masking acts on every key
+        hit = torch.zeros_like(seen)
     bias = spec.bias_per_row.to(attention_mask.device)[own]  # [U']
-    emptied = gate & ~(seen & ~(hit & (bias == HIDE)[:, None, None])).any(-1)  # [U', q]
+    hides = (bias == HIDE) & (spec.masking == "hide")  # [U'] (rescale by 0 leaves a row weights summing to 0)
+    changed = gate & hit.any(-1) if spec.masking in KEYED else gate  # [U', q]
+    emptied = gate & ~(seen & ~(hit & hides[:, None, None])).any(-1)  # [U', q]
     return _Selection(
         rows_mask=rows_mask,
         gate=gate,
+        changed=changed,
         hit=hit,
         bias=bias,
         rows_hit=gate.any(1).cpu(),
         keys_seen=hit.flatten(1).any(1).cpu(),
         emptied=emptied,
         emptied_rows=emptied.any(1).cpu(),
+        factor=spec.factor_per_row.to(attention_mask.device)[own],
     )
 
 
@@ -448,13 +474,15 @@ def _intervene(
 ):
     """Recompute the attention of the set's (batch row, head) pairs with the bias and write it into ``output``
     [B, q, H, D], or (the small path) add the bias to the pairs' logits ``scores`` [B, H, q, k] before their
-    softmax.
+    softmax. Under another masking the pairs' output is recomputed from its weights (_recomputed), or (the small
+    path) returned: (index [N] into scores viewed [B * H, q, k], the rows it changes [N, q], a function of their
+    softmax weights [N, q, k] giving their new weights), which replace theirs at those rows after the softmax.
 
     Rows, keys, bias and mask belong to a batch row, not to a head: what they pick is found once per forward
     step (_selection), for one batch row when the batch rows are copies of one item, and shared by the heads."""
     pairs = _pairs(state, layer, query.device)
     if pairs.b.numel() == 0:
-        return
+        return None
     selection = _per_mask(
         state, "intervene", attention_mask, lambda: _selection(state, attention_mask, query_pos, key_pos)
     )
@@ -474,29 +502,62 @@ def _intervene(
     state.rows_hit[pairs.carriers_cpu[selection.rows_hit[own_cpu].expand(n_carriers)]] = True
     state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
     n_heads, q_len, k_len = query.shape[1], query.shape[2], key.shape[2]
-    if scores is not None:  # the pairs' logits plus the bias at their hit keys
-        addend = _addend(selection)  # [U', q, k]
-        added = addend.expand(pairs.b.numel(), -1, -1) if state.same_item else addend[pairs.b]  # [N, q, k]
-        scores.view(-1, q_len, k_len).index_add_(0, pairs.b * n_heads + pairs.h, added)
-        return
-    gate = selection.gate[own]  # [U', q]
+    masking = state.intervene.masking
+    if scores is not None:
+        index = pairs.b * n_heads + pairs.h  # [N] the pairs in scores viewed [B * H, q, k]
+
+        def per_pair(selected):  # [U', ...] -> [N, ...]
+            return selected.expand(index.numel(), *selected.shape[1:]) if state.same_item else selected[pairs.b]
+
+        if masking == "hide":  # the pairs' logits plus the bias at their hit keys
+            scores.view(-1, q_len, k_len).index_add_(0, index, per_pair(_addend(selection)))
+            return None
+        mask, hit, factor = (per_pair(t) for t in (selection.rows_mask, selection.hit, selection.factor))
+        return index, per_pair(selection.changed), lambda weights: WEIGHTS[masking](weights, mask, hit, factor)
+    gate = selection.changed[own]  # [U', q]
     row_index = gate.any(0).nonzero().flatten()  # [r]
     if row_index.numel() == 0:
-        return
+        return None
     all_rows = row_index.numel() == q_len
     gate = gate if all_rows else gate[:, row_index]  # [U', r]
     hit = selection.hit[own] if all_rows else selection.hit[own][:, row_index]  # [U', r, k]
     masked = selection.rows_mask[own] if all_rows else selection.rows_mask[own][:, row_index]  # [U', r, k]
-    lowest = torch.finfo(masked.dtype).min
-    bias = selection.bias[own][:, None, None].to(masked.dtype)
-    biased_mask = torch.where(hit, (masked + bias).clamp(min=lowest), masked)  # [U', r, k]
     pair_gate = gate.expand(n_carriers, -1)[pairs.pair_row]  # [N, r]
     b, h = pairs.b, pairs.h
     q_sel = query[b, h] if all_rows else query[b, h][:, row_index]  # [N, r, D]
     k_sel, v_sel = key[b, h // groups_of_kv], value[b, h // groups_of_kv]  # [N, k, D]
-    steered = _attend(q_sel, k_sel, v_sel, biased_mask, pairs.pair_row, n_carriers, scaling)  # [N, r, D]
+    if masking == "hide":
+        lowest = torch.finfo(masked.dtype).min
+        bias = selection.bias[own][:, None, None].to(masked.dtype)
+        biased_mask = torch.where(hit, (masked + bias).clamp(min=lowest), masked)  # [U', r, k]
+        steered = _attend(q_sel, k_sel, v_sel, biased_mask, pairs.pair_row, n_carriers, scaling)  # [N, r, D]
+    else:
+        factor = selection.factor[own]  # [U']
+        steered = _recomputed(masking, q_sel, k_sel, v_sel, masked, hit, factor, pairs.pair_row, scaling)
     where = (b[:, None], row_index[None, :], h[:, None])  # output is [B, q, H, D]
     output[where] = torch.where(pair_gate[..., None], steered.to(output.dtype), output[where])
+
+
+def _recomputed(masking: str, q_sel, k_sel, v_sel, row_mask, hit, factor, pair_row, scaling) -> torch.Tensor:
+    """The pairs' attention output [N, r, D] under a masking other than "hide": their new weights
+    (helpers.engine.masking) times their values, in fp32, in chunks of rows that keep the weights within
+    READ_CHUNK_ELEMENTS. ``row_mask`` and ``hit`` [U, r, k] and ``factor`` [U] belong to the batch rows
+    (pair_row: [N] -> U)."""
+    n_pairs, r, _ = q_sel.shape
+    out = torch.zeros(n_pairs, r, v_sel.shape[-1], device=v_sel.device)
+    if masking == "output_zero":  # weights 0: no product to compute
+        return out
+    n_rows, k_len = row_mask.shape[0], k_sel.shape[1]
+    keys_t, values = k_sel.float().transpose(1, 2), v_sel.float()  # [N, D, k], [N, k, D]
+    factor = factor.expand(n_rows)[pair_row]  # [N]
+    step = max(1, READ_CHUNK_ELEMENTS // (n_pairs * k_len))
+    for start in range(0, r, step):
+        rows = slice(start, start + step)
+        mask = row_mask[:, rows].expand(n_rows, -1, -1)[pair_row].float()  # [N, c, k]
+        hit_rows = hit[:, rows].expand(n_rows, -1, -1)[pair_row]  # [N, c, k]
+        weights = None if masking in WITHOUT_QK else ((q_sel[:, rows].float() @ keys_t) * scaling + mask).softmax(-1)
+        out[:, rows] = WEIGHTS[masking](weights, mask, hit_rows, factor) @ values
+    return out
 
 
 def _attend(q_sel, k_sel, v_sel, row_mask, pair_row, n_rows: int, scaling) -> torch.Tensor:
@@ -532,7 +593,8 @@ def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) 
 
 
 def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> torch.Tensor:
-    """Validate ``spec``, attach its per-row bias [B]; return which batch rows carry heads [B]."""
+    """Validate ``spec``, attach its per-row bias and factor [B]; return which batch rows carry heads [B]."""
+    check_masking(spec.masking)
     heads = spec.heads
     if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
         raise ValueError(
@@ -546,19 +608,34 @@ def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> to
         )
     batch = heads.shape[0]
     carries = heads.flatten(1).any(1)  # [B]
-    _check_selection("Intervention.keys", spec.keys, batch, carries)
-    if isinstance(spec.keys, str):
-        raise ValueError("Intervention.keys must be a bool tensor [batch, positions], not a string")
+    if spec.masking in KEYED:
+        _check_selection("Intervention.keys", spec.keys, batch, carries)
+        if isinstance(spec.keys, str):
+            raise ValueError("Intervention.keys must be a bool tensor [batch, positions], not a string")
     _check_selection("Intervention.rows", spec.rows, batch, carries)
-    bias = torch.as_tensor(spec.bias, dtype=torch.float32)
-    if bias.ndim == 0:
-        bias = bias.expand(batch)
-    if tuple(bias.shape) != (batch,) or torch.isnan(bias).any() or (bias == float("inf")).any():
+    bias = _per_row(spec.bias, batch)
+    if bias is None or torch.isnan(bias).any() or (bias == float("inf")).any():
         raise ValueError(
             f"Intervention.bias must be a float, HIDE or a [{batch}] tensor without NaN/+inf; got {spec.bias!r}"
         )
-    spec.bias_per_row = bias
+    if spec.masking != "hide" and (bias != HIDE).any():
+        raise ValueError(
+            f"masking {spec.masking!r} masks without a bias: pass bias=HIDE (a bias steers only with masking 'hide')"
+        )
+    factor = _per_row(spec.factor, batch)
+    if factor is None or not torch.isfinite(factor).all() or (factor < 0).any():
+        raise ValueError(
+            f"Intervention.factor must be a float or a [{batch}] tensor, finite and >= 0; got {spec.factor!r}"
+        )
+    spec.bias_per_row, spec.factor_per_row = bias, factor
     return carries
+
+
+def _per_row(value, batch: int) -> torch.Tensor | None:
+    """A float or a [B] tensor -> float32 [B]; None for any other shape."""
+    value = torch.as_tensor(value, dtype=torch.float32)
+    value = value.expand(batch) if value.ndim == 0 else value
+    return value if tuple(value.shape) == (batch,) else None
 
 
 def _check_read(spec: Read) -> int:
@@ -683,7 +760,7 @@ def _check_ran(state: _State, carries: torch.Tensor | None) -> None:
                 "and pad rows, which see no key, do not count): nothing was changed"
             )
         unseen = (carries & ~state.keys_seen).nonzero().flatten().tolist()
-        if unseen:
+        if unseen and state.intervene.masking in KEYED:
             raise ValueError(
                 f"Intervention.keys: no chosen row of batch row(s) {unseen} can see any selected key (the keys "
                 "are pads, beyond the sequence, or after every chosen row): nothing was changed"

@@ -11,12 +11,14 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
 
 from helpers.engine import attention
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
 from helpers.engine.kept_rows import last_layer_at_kept_rows
+from helpers.engine.masking import KEYED, check_masking
 
 
 def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
@@ -69,6 +71,8 @@ def run_head_sets(
     rows: Rows = "all",
     logits_to_keep: int = 0,
     max_tokens: int = COPY_TOKENS,
+    masking: str = "hide",
+    factor: float | torch.Tensor = 0.0,
 ) -> torch.Tensor:
     """Logits [n, T, V] of one item under n head-sets: the same as n probe calls, sharing their common work.
 
@@ -77,13 +81,15 @@ def run_head_sets(
     float, HIDE or an [n] tensor, as in Intervention. ``logits_to_keep``: as in transformers (1: the output
     head runs only at the last position, logits [n, 1, V]; 0: every position). ``max_tokens``: copies x T
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
+    ``masking`` and ``factor``: as in Intervention (helpers.engine.masking); the maskings that act on every key
+    do not use ``keys`` (None is fine).
 
     With ``logits_to_keep`` >= 1, when rows [0, p0) are the same in every copy (before the first chosen row, or
-    before the first biased key, which they cannot see: _unchanged_prefix), the copies run only rows [p0, T),
-    continuing the clean item's keys and values of rows [0, p0) in every attention layer, their text backbone taking
-    the clean item's input embeddings of rows [p0, T) (_from_prefix). Within the rows a forward runs, the copies
-    agree up to the first decoder layer d0 that holds a head of any set: the decoder layers below d0 run once per
-    forward at batch 1 and the hidden states entering layer d0 are repeated once per copy. When d0 <
+    before the first key a keyed masking changes, which they cannot see: _unchanged_prefix), the copies run only
+    rows [p0, T), continuing the clean item's keys and values of rows [0, p0) in every attention layer, their text
+    backbone taking the clean item's input embeddings of rows [p0, T) (_from_prefix). Within the rows a forward
+    runs, the copies agree up to the first decoder layer d0 that holds a head of any set: the decoder layers below
+    d0 run once per forward at batch 1 and the hidden states entering layer d0 are repeated once per copy. When d0 <
     ``adapter.min_split_layer`` (Qwen3-VL adds visual features after its first layers; Gemma 4 may reuse earlier
     layers' keys) the copies are made at the text backbone's input instead. The vision tower runs once per item:
     its output is remembered for the item's pixel tensor (_Memo).
@@ -93,33 +99,41 @@ def run_head_sets(
     if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
         raise ValueError("heads must be a bool tensor [n_sets, layers, heads]; build it with stack_head_sets")
     n = heads.shape[0]
-    keys = _per_copy("keys", keys, n)
+    check_masking(masking)
+    keys = _per_copy("keys", keys, n) if masking in KEYED else None  # the other maskings act on every key
     rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
+    spec = Intervention(heads=heads, keys=keys, bias=bias, rows=rows, masking=masking, factor=factor)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
-    start = _unchanged_prefix(loaded.adapter, item, keys, rows, logits_to_keep)
+    start = _unchanged_prefix(loaded.adapter, item, spec, logits_to_keep)
     # the clean item's record costs about a copy's forward where no earlier call left it (remember_item)
     if start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values()))):
-        return _from_prefix(loaded, item, heads, keys, bias, rows, logits_to_keep, start, parts)
+        return _from_prefix(loaded, item, spec, logits_to_keep, start, parts)
     with _vision_once(loaded.model):
-        return _forwards(loaded, item, heads, keys, bias, rows, logits_to_keep, parts)
+        return _forwards(loaded, item, spec, logits_to_keep, parts)
 
 
-def _unchanged_prefix(adapter, item: dict, keys: torch.Tensor, rows, logits_to_keep: int) -> int:
+def _unchanged_prefix(adapter, item: dict, spec: Intervention, logits_to_keep: int) -> int:
     """p0 > 0 when positions [0, p0) are the clean item's in every copy (0: run whole copies).
 
     A row before the first chosen row is not intervened at, and under a causal mask a row before the first
-    selected key sees none of them; either way it sees no later row, so rows [0, p0) with p0 the later of the
-    two are the clean item's. An image is never split: p0 moves back to the first image token when an image
-    straddles it (its tokens may attend to each other both ways). The rows whose logits are kept must lie in
-    [p0, T), a chosen row too, and the item has no pads."""
+    selected key of a keyed masking (hide, rescale) sees none of them; either way it sees no later row, so rows
+    [0, p0) with p0 the later of the two are the clean item's. The other maskings change every chosen row
+    whatever it sees, so p0 is the first chosen row (none with rows "all"): the leaky uniform attention of a
+    chosen row reads later rows, but the rows before the first chosen one still read only earlier rows. An image
+    is never split: p0 moves back to the first image token when an image straddles it (its tokens may attend to
+    each other both ways). The rows whose logits are kept must lie in [p0, T), a chosen row too, and the item
+    has no pads."""
     padded = "attention_mask" in item and not bool(item["attention_mask"].all())
     if logits_to_keep < 1 or padded or not _continues_rows(adapter):
         return 0
-    selected = keys.any(0).nonzero().flatten()  # [s] keys some copy biases
-    if selected.numel() == 0:
-        return 0
-    start = int(selected[0])
+    rows = spec.rows
+    start = 0
+    if spec.masking in KEYED:
+        selected = spec.keys.any(0).nonzero().flatten()  # [s] keys some copy changes
+        if selected.numel() == 0:
+            return 0
+        start = int(selected[0])
     if not isinstance(rows, str):
         chosen = rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
         if chosen.numel() == 0 or int(chosen[-1]) < start:
@@ -137,7 +151,7 @@ def _continues_rows(adapter) -> bool:
     return adapter.continues_from_cache and adapter.min_split_layer < adapter.n_layers
 
 
-def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, start: int, parts: list[slice]):
+def _from_prefix(loaded, item: dict, spec: Intervention, logits_to_keep: int, start: int, parts: list[slice]):
     """run_head_sets' logits when positions [0, start) are the clean item's (_unchanged_prefix): the copies run only
     positions [start, T), each attention layer continuing the clean item's keys and values of rows [0, start)
     (``attention.continuing``; recorded once per item, ``_clean_item``), their text backbone taking the clean
@@ -157,28 +171,26 @@ def _from_prefix(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
     )
     try:
         with attention.continuing(first_rows), _vision_once(loaded.model):
-            return _forwards(loaded, rest, heads, keys, bias, rows, logits_to_keep, parts, start)
+            return _forwards(loaded, rest, spec, logits_to_keep, parts, start)
     finally:
         hook.remove()
 
 
-def _forwards(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, parts: list[slice], offset: int = 0):
+def _forwards(loaded, item: dict, spec: Intervention, logits_to_keep: int, parts: list[slice], offset: int = 0):
     """The logits [n, ...] of the copies, one _one_forward per part of them (``parts``: slices of the n copies)."""
-    n = heads.shape[0]
+    n = spec.heads.shape[0]
     if len(parts) == 1:
-        return _one_forward(loaded, item, heads, keys, bias, rows, logits_to_keep, offset)
-    logits = []
-    for s in parts:
-        bias_s, rows_s = _copies(bias, s, n), _copies(rows, s, n)
-        logits.append(_one_forward(loaded, item, heads[s], keys[s], bias_s, rows_s, logits_to_keep, offset))
-    return torch.cat(logits)
+        return _one_forward(loaded, item, spec, logits_to_keep, offset)
+    per_copy = ("heads", "keys", "bias", "rows", "factor")  # the fields that may hold one value per copy
+    shares = [replace(spec, **{name: _copies(getattr(spec, name), s, n) for name in per_copy}) for s in parts]
+    return torch.cat([_one_forward(loaded, item, share, logits_to_keep, offset) for share in shares])
 
 
-def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: int, offset: int = 0) -> torch.Tensor:
-    """run_head_sets' copies [n] in one forward; keys and rows [n, T] (or rows "all"). ``offset``: the first
-    position ``item`` holds (_from_prefix: the item's rows [offset, T), keys and rows still over [0, T))."""
+def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, offset: int = 0) -> torch.Tensor:
+    """run_head_sets' copies [n] in one forward; keys and rows [n, T] (or rows "all", keys None). ``offset``: the
+    first position ``item`` holds (_from_prefix: the item's rows [offset, T), keys and rows still over [0, T))."""
+    heads, keys, rows = spec.heads, spec.keys, spec.rows
     n = heads.shape[0]
-    spec = Intervention(heads=heads, keys=keys, rows=rows, bias=bias)
     adapter = loaded.adapter
     used = heads.any(0).any(-1).nonzero().flatten()  # candidate layers holding a head
     if used.numel() == 0:  # every set is empty: the clean forward
@@ -197,9 +209,14 @@ def _one_forward(loaded, item: dict, heads, keys, bias, rows, logits_to_keep: in
         hook = text_model.register_forward_pre_hook(
             lambda module, args, kwargs: (args, _repeat_text_inputs(adapter, kwargs, n)), with_kwargs=True
         )
-    # the copies differ only in their heads when keys, rows and bias are one for all: the engine then builds
-    # their biased mask once and broadcasts it
-    same_item = _one_for_all(keys) and (isinstance(rows, str) or _one_for_all(rows)) and _uniform(bias)
+    # the copies differ only in their heads when keys, rows, bias and factor are one for all: the engine then
+    # builds their biased mask once and broadcasts it
+    same_item = (
+        (keys is None or _one_for_all(keys))
+        and (isinstance(rows, str) or _one_for_all(rows))
+        and _uniform(spec.bias)
+        and _uniform(spec.factor)
+    )
     # the last layer at the kept rows only, unless a copy intervenes there at rows that are not kept: that would
     # change no kept logit, and the probe's guard says so
     last_rows = logits_to_keep if _kept_rows_carry(heads, rows, logits_to_keep) else 0
@@ -400,9 +417,9 @@ _VISION, _CLEAN, _ON_DEVICE = _Memo(), _Memo(), _Memo()
 _VISION_OWNERS = weakref.WeakKeyDictionary()  # model -> its modules that define get_image_features
 
 
-def _uniform(bias: float | torch.Tensor) -> bool:
-    """One bias for every copy: a float, or an [n] tensor of one value."""
-    return not isinstance(bias, torch.Tensor) or bias.ndim == 0 or bool((bias == bias.flatten()[0]).all())
+def _uniform(value: float | torch.Tensor) -> bool:
+    """One bias (or factor) for every copy: a float, or an [n] tensor of one value."""
+    return not isinstance(value, torch.Tensor) or value.ndim == 0 or bool((value == value.flatten()[0]).all())
 
 
 def _per_copy(name: str, selection: torch.Tensor, n: int) -> torch.Tensor:

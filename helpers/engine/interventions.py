@@ -6,13 +6,15 @@ forwards of at most `sets_per_forward` copies, and each copy's last-position log
 P(A..D) renormalised over the four letters.
 
 Row groups say at which query rows the bias applies: "all" rows, the "image" token rows, the "prompt"
-text rows (question and options; the paper's question/option rows) or only the "last" prompt row.
+text rows (question and options; the paper's question/option rows) or only the "last" prompt row. The masking
+says how a head is masked: "hide" (the default) or one of the visual-head repositories' (helpers.engine.masking).
 """
 
 import torch
 
 from helpers.engine.head_sets import on_device, run_head_sets
 from helpers.engine.inputs import Batch
+from helpers.engine.masking import KEYED, check_masking
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
 from helpers.engine.row_groups import ROW_GROUPS
 
@@ -32,17 +34,30 @@ def row_selection(batch: Batch, group: str) -> torch.Tensor | str:
 
 @torch.no_grad()
 def letter_probs_under(
-    lm, batch: Batch, heads: torch.Tensor, keys: torch.Tensor, bias, rows: str = "all", sets_per_forward: int = 64
+    lm,
+    batch: Batch,
+    heads: torch.Tensor,
+    keys: torch.Tensor | None,
+    bias,
+    rows: str = "all",
+    sets_per_forward: int = 64,
+    masking: str = "hide",
+    factor=0.0,
 ) -> torch.Tensor:
     """[n, 4] P(A..D) of the one item in `batch` with head-set i [L, H] biased by `bias` on `keys`.
 
     heads: bool [n, L, H]; keys: bool [1, T] (the same for every set) or [n, T]; bias: a float, HIDE or
     an [n] tensor; rows: a row group (ROW_GROUPS). sets_per_forward: copies in one forward (the vision tower
-    runs once for all of them)."""
+    runs once for all of them). masking: how the heads are masked (helpers.engine.masking.MASKINGS; every one
+    but "hide" takes bias=HIDE, and only "hide" and "rescale" use `keys`); factor: rescale's factor, a float or
+    an [n] tensor."""
     if len(batch.items) != 1:
         raise ValueError(f"letter_probs_under takes a batch of one item, got {len(batch.items)}")
+    check_masking(masking)
     n = heads.shape[0]
-    if keys.shape[0] not in (1, n):
+    if masking not in KEYED:
+        keys = None  # the masking acts on every key
+    elif keys.shape[0] not in (1, n):
         raise ValueError(f"keys has {keys.shape[0]} rows; use 1 or one per head-set ({n})")
     device = lm.model.device
     inputs = on_device(lm, batch.inputs)
@@ -55,10 +70,12 @@ def letter_probs_under(
         lm,
         inputs,
         heads.to(device),
-        keys.to(device),
+        None if keys is None else keys.to(device),
         bias,
         selected_rows,
         logits_to_keep=1,
         max_tokens=sets_per_forward * inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
+        masking=masking,
+        factor=torch.as_tensor(factor, dtype=torch.float32),
     )
     return letter_probs_from_logits(logits[:, -1], letter_ids).cpu()

@@ -16,10 +16,10 @@ from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
 from helpers.engine.model_files import missing_files, model_config, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
 from helpers.runner import sizes
+from helpers.runner.sizes import CARD_SIZES
 from helpers.stimuli.corpora import ImageFolderCorpus
 from helpers.stimuli.design import CORPORA, SETTINGS
 from helpers.storage import paths, runs
-from helpers.studies.profiles import PROFILES
 
 DEVICE_CHOICES = ("cpu", "cuda", "mps", "auto")
 DTYPE_CHOICES = (*DTYPE_NAMES, "auto")
@@ -247,7 +247,7 @@ def _check_controls(value):
 
 
 def _check_sizes(value):
-    known = PROFILES["default"]
+    known = CARD_SIZES["default"]
     if not isinstance(value, dict) or not set(value) <= set(known):
         _fail("sizes", value, f"use a dict of profile sizes to override, with keys among {sorted(known)}")
     checked = {}

@@ -13,9 +13,8 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.runner.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS
+from helpers.runner.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
-from helpers.studies.profiles import forward_copies, sizes_for
 
 SUFFIXES = {
     "figure": (".png", ".pdf"),
@@ -110,9 +109,9 @@ def _heads(model: str) -> int:
 
 
 def _protocol(p: dict) -> int:
-    """The report card of every head-set in `heads` at its profile's sizes (helpers/studies/profiles.py)."""
-    sizes = sizes_for(p["profile"], p["sizes"], p["smoke"])
-    return sum(forward_copies(sizes, len(p["heads"]), p.get("controls")).values())
+    """The report card of every head-set in `heads` at its profile's sizes (helpers/runner/sizes.py CARD_SIZES)."""
+    sizes = card_sizes(p["profile"], p["sizes"], p["smoke"])
+    return sum(card_forward_copies(sizes, len(p["heads"]), p.get("controls")).values())
 
 
 STEPS = {

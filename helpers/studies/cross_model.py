@@ -11,18 +11,18 @@ import json
 
 import numpy as np
 
-from helpers.engine.attention import HIDE
 from helpers.engine.loading import LoadedModel
 from helpers.measures.baselines import audit
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
-from helpers.measures.necessity import drop, ncs, necessity_run
+from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import overlap, random_overlaps, top_k
-from helpers.measures.steering import cers, ncs_grid, steering_run, symmetric_cers
+from helpers.measures.steering import cers, ncs_grid, symmetric_cers
 from helpers.runner import sizes
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
 from helpers.storage.cache import ResultCache
+from helpers.studies.evaluation import Evaluation
 from helpers.studies.verdicts import AUDIT_RANGES
 
 # Table 22's four baselines under their names there -> the baseline's name in helpers.measures.baselines.audit and in
@@ -107,35 +107,31 @@ def unmatched_sets(head_sets: dict) -> dict[str, str]:
     return out
 
 
-def causal_runs(lm, head_sets: dict, corpus: str, n_items: int, n_random: int, seed: int, beta: float, cache, batch):
+def causal_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:
     """{setting: {"ncs", "mismatched drop": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per
     item, S then its layer-matched random sets, the image hidden (NCS and the mismatched arm's drop under it) or
-    the set steered with +beta (CERS). As in the paper, the Table 19 settings' NCS has r = n_random sets; every
-    other run one draw (the first)."""
-    controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
+    the set steered with the evaluation's beta (CERS). As in the paper, the Table 19 settings' NCS has
+    r = n_random sets; every other run one draw (the first)."""
+    controls = controls_of(head_sets, n_random, evaluation.seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():
         r = n_random if s in TABLE19 else 1
-        masked = necessity_run(
-            lm, corpus, n_items, seed, with_controls(head_set, controls[s][:r]), "all", cache, sets_per_forward=batch
-        )
-        one_draw = with_controls(head_set, controls[s][:1])  # [2, L, H]
-        steered = steering_run(lm, corpus, n_items, seed, one_draw, beta, "all", cache, sets_per_forward=batch)
+        masked = evaluation.mask(with_controls(head_set, controls[s][:r]))
+        steered = evaluation.steer(with_controls(head_set, controls[s][:1]))  # [2, L, H]: S and one draw
         accuracy = float((steered["p_clean"].argmax(1) == steered["correct"]).mean())
         out[s] = {"ncs": ncs(masked), "mismatched drop": drop(masked, "mismatched"), "cers": cers(steered)}
         out[s]["grid accuracy"] = accuracy
     return out
 
 
-def region_contrast_runs(lm, head_sets: dict, corpus, n_items, n_random, seed, beta, cache, batch) -> dict:
+def region_contrast_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:
     """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
-    grid: a cell hidden from the set (bias HIDE) and the set steered with +beta (helpers.measures.steering)."""
-    controls = controls_of(head_sets, n_random, seed)  # setting -> [R, L, H]
+    grid: a cell hidden from the set (bias HIDE) and the set steered with the evaluation's beta."""
+    controls = controls_of(head_sets, n_random, evaluation.seed)  # setting -> [R, L, H]
     out = {}
     for s, head_set in head_sets.items():
         sets = with_controls(head_set, controls[s])  # [1 + R, L, H]
-        hidden = steering_run(lm, corpus, n_items, seed, sets, HIDE, "all", cache, sets_per_forward=batch)
-        steered = steering_run(lm, corpus, n_items, seed, sets, beta, "all", cache, sets_per_forward=batch)
+        hidden, steered = evaluation.hide_cells(sets), evaluation.steer(sets)
         out[s] = {"NCS_grid": ncs_grid(hidden), "symmetric CERS": symmetric_cers(steered)}
     return out
 

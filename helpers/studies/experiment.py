@@ -12,27 +12,31 @@ mask_controls reads a larger R's first sets back from the smaller R's run.
 
 import numpy as np
 
-from helpers.engine import HIDE, compile_decoder_layers, load_model
+from helpers.engine import compile_decoder_layers, load_model
 from helpers.measures.controls import layer_matched_controls, with_controls
-from helpers.measures.necessity import ARMS, necessity_run
-from helpers.measures.steering import steering_run
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
+from helpers.studies.evaluation import Evaluation
 
 
-class Experiment:
-    """The model, the 12 discovered head-sets [L, H], their layer-matched random sets [R, L, H] and the cache."""
+class Experiment(Evaluation):
+    """The model, the 12 discovered head-sets [L, H], their layer-matched random sets [R, L, H], and the
+    cached runs (`Evaluation`: steer, hide_cells, mask) at the notebook's corpus, items, beta and rows."""
 
     def __init__(self, params):
         self.params = params
-        self.lm = load_model(params.model, device=params.device, dtype=params.dtype)
+        lm = load_model(params.model, device=params.device, dtype=params.dtype)
         if params.torch_compile:
-            compile_decoder_layers(self.lm)
-        self.n_layers, self.n_heads = len(self.lm.adapter.candidate_layers), self.lm.adapter.n_heads
+            compile_decoder_layers(lm)
+        beta = getattr(params, "beta", None)  # 03 and 04 steer at their beta; 05 passes one where it steers
+        super().__init__(
+            lm, params.eval_corpus, params.n_items, params.seed, ResultCache(params.cache_dir),
+            params.sets_per_forward, beta, params.rows,
+        )  # fmt: skip
+        self.n_layers, self.n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
         self.discovered = self.head_sets()  # setting -> [L, H]
         self.k = int(next(iter(self.discovered.values())).sum())
-        self.cache = ResultCache(params.cache_dir)
 
     def head_sets(self, suffix: str = "") -> dict[str, np.ndarray]:
         """The run's discovered head-sets (suffix "": flat top-k, "_per_layer": top-k per layer)."""
@@ -47,44 +51,6 @@ class Experiment:
     def with_controls(self, setting: str, n: int) -> np.ndarray:
         """[1 + n, L, H]: setting's S, then its first n layer-matched random sets."""
         return with_controls(self.discovered[setting], self.controls(setting, n))
-
-    def steer(self, sets: np.ndarray, beta: float | None = None, rows: str | None = None) -> dict[str, np.ndarray]:
-        """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: the notebook's beta and rows)."""
-        p = self.params
-        beta = p.beta if beta is None else beta
-        return steering_run(
-            self.lm,
-            p.eval_corpus,
-            p.n_items,
-            p.seed,
-            sets,
-            beta,
-            rows or p.rows,
-            self.cache,
-            sets_per_forward=p.sets_per_forward,
-        )
-
-    def hide_cells(self, sets: np.ndarray, rows: str | None = None) -> dict[str, np.ndarray]:
-        """Cached grid run with one cell hidden from each set (NCS_grid): the steering run at bias HIDE."""
-        return self.steer(sets, beta=HIDE, rows=rows)
-
-    def mask(
-        self, sets: np.ndarray, rows: str | None = None, arms: tuple[str, ...] = ARMS, keys: str = "image"
-    ) -> dict[str, np.ndarray]:
-        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `rows` on the `arms` MCQs."""
-        p = self.params
-        return necessity_run(
-            self.lm,
-            p.eval_corpus,
-            p.n_items,
-            p.seed,
-            sets,
-            rows or p.rows,
-            self.cache,
-            sets_per_forward=p.sets_per_forward,
-            arms=arms,
-            keys=keys,
-        )
 
     def mask_controls(self, setting: str, n: int, rows: str | None = None) -> dict[str, np.ndarray]:
         """mask(with_controls(setting, n)), run in two parts when n > the notebook's n_random: S with its first
