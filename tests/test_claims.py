@@ -134,3 +134,16 @@ def test_results_md_holds_the_claims_and_headlines(tmp_path):
     assert path.name == "RESULTS.md" and "fixture run" in text
     assert text.count("\n| ") >= 9 + 7  # nine claims, seven headline rows
     assert "z = 1000.0 (capped)" in text and "0.400 (co-ref-qsp, p = 0.004 at R = 250)" in text
+
+
+def test_a_claim_a_run_cannot_test_says_why_without_reading_its_table(tmp_path):
+    _fixture_tables(tmp_path)
+    tables = {name: pd.read_csv(tmp_path / f"{name}.csv") for name in claims.TABLES}
+    del tables["table03_cers"]  # 06 steers against one draw: no Table 3 CERS
+    why = "one draw per set"
+    table = claims.claim_rows(tables, untested={"no steering advantage": why, "any-layer sets span S": why}).set_index(
+        "claim"
+    )
+    assert table.loc["no steering advantage", "holds"] == "not testable here (see detail)"
+    assert table.loc["no steering advantage", "detail"] == why
+    assert table.loc["source overlap", "holds"] == "yes"  # the others are judged as before

@@ -5,12 +5,23 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from helpers.engine import load_model
 from helpers.engine.top_key import AttentionRows, top_key_positions
-from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, rank_agreement
+from helpers.measures.methods import (
+    CAUSAL_REFERENCES,
+    FACTS,
+    METHODS,
+    PER_ITEM,
+    REGION_METHODS,
+    check_method,
+    citation,
+    rank_agreement,
+)
+from helpers.measures.methods.cached import method_items, method_score
 from helpers.measures.methods.gaze import gaze_from_panel_mass, panel_variants
 from helpers.measures.methods.localization import (
     chord_elbow,
@@ -22,6 +33,8 @@ from helpers.measures.methods.qrhead import doc_scores, null_item
 from helpers.measures.methods.top1_hits import hit_sum, longest_common_run, rouge1_recall, sparsemm_steps
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.stimuli.prepared import items_of
+from helpers.storage.cache import ResultCache
+from helpers.studies import findings
 
 # ------------------------------------------------------------------------------------------------ known cases
 
@@ -168,6 +181,57 @@ def test_methods_refuse_items_they_cannot_serve(toy, name, kind, message):
 
 
 def test_region_methods_refuse_a_model_without_region_mapping():
-    generic = SimpleNamespace(adapter=SimpleNamespace(maps_regions=False, family="paligemma"))
+    generic = SimpleNamespace(adapter=SimpleNamespace(maps_regions=False, family="aya_vision"))
     with pytest.raises(ValueError, match="maps no pixel region"):
         ver_score(generic, list(items_of("strip_ord", "cm", 1, 0)))
+
+
+# ------------------------------------------------------------------------------------------------ cached runs
+
+
+def test_cached_runs_read_back_and_combine_as_the_methods(toy, tmp_path):
+    """A cached method's per-item run combines to METHODS' score on the same strips, and a rerun (or a smaller run)
+    reads it back without computing; the key follows the method and its parameters."""
+    cache = ResultCache(tmp_path)
+    items = method_items(8, 0)
+    assert [i.kind for i in items[:4]] == ["strip_ord", "strip_ref", "strip_ord", "strip_ref"]
+    assert method_items(5, 0) == items[:5]
+    for name in ("ver", "ocr", "retrieval"):
+        np.testing.assert_allclose(method_score(toy, name, 8, 0, cache, chunk=4), METHODS[name](toy, items))
+    entries = sorted((tmp_path / "methods").iterdir())
+    assert len(entries) == 6  # 3 methods x 2 chunks
+    saved, save = [], cache.save
+    cache.save = lambda name, key, arrays: saved.append(key["chunk"]) or save(name, key, arrays)
+    method_score(toy, "ver", 4, 0, cache, chunk=4)  # the first chunk of the larger run, read back
+    assert saved == []
+    method_score(toy, "retrieval", 4, 0, cache, chunk=4, min_recall=0.4)  # other parameters: another entry
+    assert saved == [[0, 4]] and len(list((tmp_path / "methods").iterdir())) == 7
+
+
+def test_every_method_states_its_limits_and_an_unknown_one_is_refused():
+    assert set(REGION_METHODS) | {"retrieval", *CAUSAL_REFERENCES} == set(METHODS) == set(PER_ITEM)
+    for name in REGION_METHODS:
+        assert "region" in FACTS[name].needs or "grid" in FACTS[name].needs
+    with pytest.raises(ValueError, match="not one of the methods: gaze, ver"):
+        check_method("gazer")
+    assert citation("gaze").startswith("Gaze heads; rohitgandikota/gaze-heads")
+
+
+def test_methods_validation_sentence_applies_the_rule_after_holm():
+    row = {"kind": "method", "R": 20, "R any-layer": 20, "overlap with co-ref-qsp per 100": 50.0}
+    cells = {}
+    for measure in ("NCS", "CERS"):
+        cells[f"{measure} S"] = 0.2
+        for prefix in (measure, f"{measure} any-layer"):
+            cells.update({f"{prefix} random": 0.0, f"{prefix} p": 1 / 21, f"{prefix} p Holm": 1 / 21})
+    table = pd.DataFrame(
+        [
+            {"method": "gaze", **row, **cells},
+            {"method": "ver", **row, **cells, "NCS S": 0.005, "CERS p Holm": 0.5},
+            {"method": "ocr", "kind": "refused", "refused": "no entry"},
+        ]
+    )
+    text = findings.methods_validation_sentence(table)
+    assert "NCS vs layer-matched (floor 0.095): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
+    assert "CERS vs layer-matched (floor 0.095): gaze;" in text
+    assert "Refused on this model or these strips: ocr." in text

@@ -57,8 +57,10 @@ def mask_items(
     sets_per_forward: int = 64,
     keys: str = "image",
     clean: bool = True,
+    masking: str = "hide",
 ) -> dict[str, np.ndarray]:
-    """Letter probabilities of every item with `keys` (hidden_keys) hidden from each head-set [n, L, H].
+    """Letter probabilities of every item with `keys` (hidden_keys) hidden from each head-set [n, L, H], by
+    `masking` (helpers.engine.masking.MASKINGS: the paper's "hide", or one of the field's implementations).
 
     Returns p_masked [N, n, 4], correct [N] and with `clean` p_clean [N, 4] (necessity_run takes it
     from the cached clean run instead)."""
@@ -66,7 +68,10 @@ def mask_items(
     p_masked = []
     for item in items:
         batch = item_batch(lm.processor, item)
-        p_masked.append(letter_probs_under(lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward))
+        probs = letter_probs_under(
+            lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward, masking=masking
+        )  # [n, 4]
+        p_masked.append(probs)
     out = {"p_masked": torch.stack(p_masked).numpy(), "correct": np.array([item.correct for item in items])}
     return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
@@ -83,9 +88,10 @@ def necessity_run(
     sets_per_forward: int = 64,
     arms: tuple[str, ...] = ARMS,
     keys: str = "image",
+    masking: str = "hide",
 ) -> dict[str, np.ndarray]:
     """mask_items on `arms` (default: both NCS arms) of `n_items` single-image MCQs of `corpus`, the
-    `keys` hidden, cached per chunk of items; the clean probabilities from clean_run.
+    `keys` hidden by `masking`, cached per chunk of items; the clean probabilities from clean_run.
 
     Keys: "<arm>_p_masked" [N, n, 4], "<arm>_p_clean" [N, 4] and "<arm>_correct" [N] for each arm."""
     bad = [arm for arm in arms if arm not in ALL_ARMS]
@@ -94,7 +100,14 @@ def necessity_run(
     key = computation_key(
         **model_identity(lm),
         corpus=corpus_key(corpus),
-        params={"seed": seed, "head_sets": head_sets_key(head_sets), "rows": rows, "arms": list(arms), "keys": keys},
+        params={
+            "seed": seed,
+            "head_sets": head_sets_key(head_sets),
+            "rows": rows,
+            "arms": list(arms),
+            "keys": keys,
+            "masking": masking,
+        },
         code_module=__name__,
     )
 
@@ -102,7 +115,7 @@ def necessity_run(
         out = {}
         for arm in arms:
             items = items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop]
-            masked = mask_items(lm, items, head_sets, rows, sets_per_forward, keys, clean=False)
+            masked = mask_items(lm, items, head_sets, rows, sets_per_forward, keys, clean=False, masking=masking)
             out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
 

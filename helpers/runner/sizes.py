@@ -61,6 +61,8 @@ RANDOM_SETS = {
     # (one: the field's unseeded repositories mask one random set per run)
     "control_schemes": {"default": "n_random", "paper": 20},
     "control_schemes_unseeded": {"default": 1, "paper": 1},
+    # notebook 05's masking table: three sets' S + R under each of the field's masking implementations
+    "masking": {"default": "n_random", "paper": 20},
     # notebook 08: each published method's top-k set against its layer-matched sets, and the any-layer sets all
     # methods share (every method's set has the same k)
     "methods": {"default": "n_random", "paper": 20},

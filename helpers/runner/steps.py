@@ -13,6 +13,7 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from helpers.engine.masking import MASKINGS
 from helpers.runner.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
 
@@ -49,6 +50,7 @@ class Step:
 
 
 N_SETTINGS = len(SETTINGS)
+MASKED_SETTINGS = ("cm-ref-qsp", "co-ref-qsp", "co-ord-last")  # notebook 05's masking table
 
 
 def _discovery(p: dict) -> int:
@@ -72,8 +74,11 @@ def _ncs(p: dict) -> int:
 
 def _methods(p: dict) -> int:
     """Per strip: the attention reads and generations of the seven methods (about 12 forwards) and the
-    single-head ablation (one copy per 32 heads of the toy's forwards, `L * H / 32`)."""
-    return p["n_items"] * (128 // 32 + 12)
+    single-head ablation (one copy per 32 heads of the toy's forwards, `L * H / 32`); then the 9 methods' top-k
+    sets with their R layer-matched sets and the R any-layer sets they share, masked on both NCS arms and
+    steered to c and to d on `n_eval` items."""
+    sets = 9 * (1 + p["n_random"]) + p["n_random"]
+    return p["n_items"] * (128 // 32 + 12) + p["n_eval"] * 2 * 2 * sets
 
 
 def _controls(p: dict) -> int:
@@ -85,6 +90,7 @@ def _controls(p: dict) -> int:
     # the control schemes: 5 drawn schemes' S + R and the unseeded scheme's S + one set per seed, per setting
     # (layer-matched is Table 3's run; bottom5's repeated pools run once, so this is an upper bound)
     sets += N_SETTINGS * (5 * (1 + r) + 1 + UNSEEDED_SEEDS)
+    sets += len(MASKED_SETTINGS) * (len(MASKINGS) - 1) * (1 + r)  # the masking table ("hide" is Table 3's run)
     return n * 2 * (sets + 18 * (1 + r))
 
 
@@ -188,6 +194,7 @@ STEPS = {
             "RESULTS": "markdown",
             "control_schemes": "figure + table",
             "control_schemes_summary": "markdown",
+            "masking_implementations": "table",
         },
         data_reads=HEADSETS + HEADSETS_PER_LAYER + (SCORES,),
         out_reads=("table01_overlap_by_factor.csv", "table03_cers.csv", "table03_ncs.csv", "ncs_source_contrast.csv"),
@@ -207,6 +214,7 @@ STEPS = {
             "table27_pointing_models": "table",
             "table23_ood_pooled": "table",
             "cross_model_resolution": "table",
+            "claims_per_model": "table",
         },
         forwards=_cross_model,
     ),
@@ -236,6 +244,8 @@ STEPS = {
             "methods_score_maps": "figure",
             "methods_overlap": "figure + table",
             "methods_ablation_agreement": "table",
+            "methods_validation": "table",
+            "methods_validation_stats": "table",
         },
         forwards=_methods,
     ),

@@ -10,13 +10,16 @@ necessity_run), so a rerun recomputes nothing.
 import json
 
 import numpy as np
+import pandas as pd
 
 from helpers.engine.loading import LoadedModel
+from helpers.figures.overlap import factor_medians
 from helpers.measures.baselines import audit
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.necessity import drop, ncs
-from helpers.measures.overlap import overlap, random_overlaps, top_k
+from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
+from helpers.measures.stats import against_random, paired_t
 from helpers.measures.steering import cers, ncs_grid, symmetric_cers
 from helpers.runner import sizes
 from helpers.stimuli.design import k_for
@@ -158,3 +161,28 @@ def overlap_rows(means: dict[str, np.ndarray], k: int, n_draws: int, seed: int) 
         for name in ("ord-last", "ref-qspan")
     ]
     return [{**row, "k": k, "per 100": 100 * row["shared"] / k} for row in rows]
+
+
+# The query-span and last-token sets 06 masks (every one but cm-ref-last, which only Table 16 steers)
+QSP_SETS = ("cm-ord-qsp", "cm-ref-qsp", "co-ord-qsp", "co-ref-qsp")
+LAST_SETS = ("cm-ord-last", "co-ord-last", "co-ref-last")
+
+
+def claim_tables(lm, n_strips: int, k: float, seed: int, cache, strips_per_forward: int, runs: dict) -> dict:
+    """The tables the paper's claims read (helpers.studies.claims.TABLES), as far as 06's runs of one model
+    give them: Table 1 from all 12 settings' discovery scores (01's runs, read from the cache) with 200
+    half-splits; the query-span vs. last-token NCS contrast over QSP_SETS and LAST_SETS; co-ref-qsp against its
+    R layer-matched sets (Table 19's run) in Table 10's columns."""
+    n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
+    k_top = k_for(n_heads, k)
+    scores = all_setting_scores(discover_all(lm, n_strips, seed, cache, strips_per_forward))  # setting -> [N, L, H]
+    splits = split_halves(n_strips, 200, seed)
+    ceilings = pd.Series({s: half_split_overlaps(v, v, k_top, splits).mean() for s, v in scores.items()})
+    table1 = factor_medians(overlap_matrix({s: v.mean(0) for s, v in scores.items()}, k_top), ceilings, k_top)
+    qsp = np.mean([runs[s]["ncs"][:, 0] for s in QSP_SETS], axis=0)  # [N]
+    last = np.mean([runs[s]["ncs"][:, 0] for s in LAST_SETS], axis=0)
+    difference, p = paired_t(qsp, last)
+    contrast = pd.DataFrame([{"comparison": "qsp - last", "mean difference": difference, "p (paired t)": p}])
+    ref = against_random(runs["co-ref-qsp"]["ncs"][:, 0], runs["co-ref-qsp"]["ncs"][:, 1:])
+    large = pd.DataFrame([{"setting": "co-ref-qsp", **ref}])
+    return {"table01_overlap_by_factor": table1, "ncs_source_contrast": contrast, "table10_large_r": large}

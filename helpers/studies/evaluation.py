@@ -54,9 +54,15 @@ class Evaluation:
         return self.steer(sets, beta=HIDE, rows=rows)
 
     def mask(
-        self, sets: np.ndarray, rows: str | None = None, arms: tuple[str, ...] = ARMS, keys: str = "image"
+        self,
+        sets: np.ndarray,
+        rows: str | None = None,
+        arms: tuple[str, ...] = ARMS,
+        keys: str = "image",
+        masking: str = "hide",
     ) -> dict[str, np.ndarray]:
-        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `rows` on the `arms` MCQs."""
+        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `rows` on the `arms` MCQs by
+        `masking` (the paper's "hide" by default)."""
         return necessity_run(
             self.lm,
             self.corpus,
@@ -68,4 +74,5 @@ class Evaluation:
             sets_per_forward=self.sets_per_forward,
             arms=arms,
             keys=keys,
+            masking=masking,
         )

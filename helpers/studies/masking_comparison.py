@@ -1,0 +1,87 @@
+"""The field's masking implementations side by side (notebook 05's masking table, issue 40).
+
+For each masking of helpers.engine.masking.MASKINGS and each chosen discovered set: NCS of S and of its
+layer-matched random sets with the image masked from the heads by that implementation (the paper's "hide"
+row is notebook 04's run, read back from the cache), the verdict by `verdicts.versus_random` (Holm across the
+chosen sets within a masking), and the masking's leak on the first matched item: how much it changes the
+logits at the rows before the image, how much of that comes from the image itself (a causal mask gives 0),
+and the attention mass the masked heads place on later positions.
+"""
+
+import numpy as np
+import pandas as pd
+import torch
+
+from helpers.engine import leak
+from helpers.engine.head_sets import on_device
+from helpers.engine.masking import MASKINGS
+from helpers.measures.controls import with_controls
+from helpers.measures.necessity import ncs
+from helpers.measures.stats import against_random, holm
+from helpers.stimuli.prepared import item_batch, items_of
+from helpers.studies.evaluation import Evaluation
+from helpers.studies.verdicts import BEATS, versus_random
+
+
+def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:
+    """One row per masking x setting: NCS of S against its random sets (`controls[setting]` [R, L, H]) and the
+    masking's leak for S on the first matched item of the evaluation corpus."""
+    (item,) = items_of("single_matched", evaluation.corpus, 1, evaluation.seed)
+    inputs = on_device(evaluation.lm, item_batch(evaluation.lm.processor, item).inputs)
+    rows = []
+    for masking in MASKINGS:
+        for setting, head_set in sets.items():
+            values = ncs(evaluation.mask(with_controls(head_set, controls[setting]), masking=masking))  # [N, 1 + R]
+            measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking)
+            row = against_random(values[:, 0], values[:, 1:])
+            rows.append(
+                {
+                    "masking": masking,
+                    "setting": setting,
+                    **{k: row[k] for k in ("S", "S low", "S high", "random mean", "random sd", "R", "p", "z")},
+                    "logit change before the image": measured.logits,
+                    "of it from the image": measured.from_image,
+                    "mass on later positions per row": measured.future_mass_per_row,
+                }
+            )
+    return rows
+
+
+def masking_table(rows: list[dict]) -> pd.DataFrame:
+    """The rows with Holm across the settings of each masking and the verdict of `versus_random`."""
+    table = pd.DataFrame(rows)
+    table.insert(table.columns.get_loc("p") + 1, "p Holm", table.groupby("masking")["p"].transform(holm))
+    effect = table["S"] - table["random mean"]
+    table.insert(
+        table.columns.get_loc("p Holm") + 1,
+        "verdict",
+        [versus_random(p, e) for p, e in zip(table["p Holm"], effect)],
+    )
+    return table
+
+
+def masking_sentence(table: pd.DataFrame, reference: str = "hide") -> str:
+    """Which implementations change a set's verdict relative to `reference`, and which leak the image into the
+    rows before it (generated from the table)."""
+    verdicts = table.pivot(index="setting", columns="masking", values="verdict")
+    ncs = table.pivot(index="setting", columns="masking", values="S")
+    parts = []
+    for masking in [m for m in verdicts.columns if m != reference]:
+        changed = [
+            f"{s} ({verdicts.loc[s, reference]} -> {verdicts.loc[s, masking]})"
+            for s in verdicts.index
+            if verdicts.loc[s, masking] != verdicts.loc[s, reference]
+        ]
+        gap = float((ncs[masking] - ncs[reference]).abs().max())
+        said = f"changes the verdict of {', '.join(changed)}" if changed else "changes no verdict"
+        parts.append(f"{masking} {said} (largest NCS change {gap:.3f})")
+    leaking = table.groupby("masking")["of it from the image"].max()
+    leaks = [f"{m} ({v:.3g})" for m, v in leaking.items() if v > 0]
+    beats = int((table[table.masking == reference].verdict == BEATS).sum())
+    return (
+        f"This run: under {reference}, {beats} of {verdicts.shape[0]} sets beat their random sets; "
+        + "; ".join(parts)
+        + ". Rows before the image change with the image itself (a leak) under: "
+        + (", ".join(leaks) if leaks else "none")
+        + "."
+    )
