@@ -3,6 +3,13 @@
     python -m helpers.protocol --model toy --heads data/headsets/co-ref-qsp.json            # quick profile
     python -m helpers.protocol --model PATH --heads my_heads.json --profile paper --out DIR
     python -m helpers.protocol --model toy --heads scores.npy --k 11 -p n_items 20          # imported scores
+    python -m helpers.protocol --model toy --method gaze                                    # a published method
+
+With `--method NAME` (gaze, ver, localization, sparsemm, ocr, retrieval, qrhead, ablation, attribution: the
+methods of helpers/measures/methods, notebook 08) the command first scores every head with the method on
+notebook 08's strips (its n_items, through the result cache), saves the top-k set (k: `--k`, else 08's) as a
+head-set file with the method's provenance (method, citation, parameters) in the run folder's headsets/, and
+passes it to the card beside any `--heads`. An unknown method is refused before any model loads.
 
 The command runs notebooks/07_protocol.py through the same runner and cache as every notebook
 (helpers/run.py, one run folder) and the notebook writes report.md and report.html beside its executed
@@ -50,6 +57,7 @@ from helpers.measures.controls import (
 )
 from helpers.measures.discovery import discover, setting_scores
 from helpers.measures.head_mass import mass_run
+from helpers.measures.methods import METHODS, check_method
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import against_random, holm, t_interval
@@ -149,6 +157,8 @@ class Protocol(Evaluation):
             "query": parts.query if parts else record.get("query", "--"),
             "source": parts.source if parts else record.get("source", "--"),
             "selection": record.get("selection", "--"),
+            "method": record.get("method", "--"),
+            "citation": record.get("citation", "--"),
             "k": head_set.k,
             "layers x heads": f"{self.n_layers} x {self.n_heads}",
             "layers used": " ".join(str(l) for l in np.nonzero(head_set.mask.any(1))[0]),
@@ -616,12 +626,58 @@ def write_report(
 # ----------------------------------------------------------------------------------------- the command
 
 
+def method_head_set(method: str, overrides: dict, folder: Path, k: int | None = None) -> Path:
+    """Discover a head-set with the published `method` (helpers/measures/methods) on notebook 08's strips, at the
+    card's model, device, dtype, seed, profile and smoke (08's n_items, through the result cache), and save its
+    top-k (k, else 08's k) as `<folder>/<method>.json` with the method's provenance. A region method on a family
+    that maps no region is refused before the model loads."""
+    from helpers.measures.methods import REGION_METHODS, check_method, citation
+    from helpers.measures.methods.cached import ITEMS, method_score
+    from helpers.measures.overlap import top_k
+    from helpers.runner import params as checks
+    from helpers.stimuli.design import k_for
+
+    check_method(method)
+    declared = declared_parameters("08_methods")
+    card = declared_parameters("07_protocol")
+    given = {name: overrides.get(name, card.get(name)) for name in ("device", "dtype", "seed", "smoke", "profile")}
+    given = {name: value for name, value in given.items() if value is not None}
+    values = {"model": overrides["model"], "n_items": declared["n_items"], **given}
+    if overrides.get("cache_dir"):
+        values["cache_dir"] = overrides["cache_dir"]
+    p = checks.validate(values)
+    adapter = checks.model_adapter(p.model)
+    if method in REGION_METHODS and adapter is not None and not adapter.maps_regions:
+        raise ValueError(f"method {method!r} reads the image tokens of regions. {adapter.no_region_mapping}")
+    lm = load_model(p.model, device=p.device, dtype=p.dtype)
+    score = method_score(lm, method, p.n_items, p.seed, ResultCache(getattr(p, "cache_dir", None) or paths.CACHE))
+    k = k_for(score.size, declared["k"] if k is None else k)
+    path = Path(folder) / f"{method}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    provenance = {
+        "method": method,
+        "citation": citation(method),
+        "parameters": {"n_items": p.n_items, "strips": ITEMS, "seed": p.seed, "k": k, "dtype": p.dtype},
+    }
+    selection = f"flat top-{k} of the {method} score over {p.n_items} strips (helpers/measures/methods)"
+    headsets.save(
+        path, model=p.model, setting=method, selection=selection, mask=top_k(score, k), scores=score,
+        provenance=provenance,
+    )  # fmt: skip
+    del lm
+    return path
+
+
 def main(argv=None) -> None:
     from helpers import run  # the runner (papermill) is not needed where the notebook imports this module
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="toy", help="toy, a local save_pretrained folder or a hub id")
-    parser.add_argument("--heads", nargs="+", required=True, help="head-set files (json, npy, csv) or setting names")
+    parser.add_argument("--heads", nargs="+", default=[], help="head-set files (json, npy, csv) or setting names")
+    parser.add_argument(
+        "--method",
+        help="discover a head-set with a published method first (helpers/measures/methods): " + ", ".join(METHODS),
+    )
     parser.add_argument("--profile", choices=("quick", "paper"), default="quick", help="quick: the 'default' sizes")
     parser.add_argument("--k", type=int, help="heads to take from an imported score file")
     parser.add_argument("--out", help="the run folder (default: runs/<model>-<hash>/)")
@@ -638,6 +694,10 @@ def main(argv=None) -> None:
         help="a notebook parameter (device, dtype, beta, ...) or a size (n_items, n_random, ...)",
     )
     args = parser.parse_args(argv)
+    if args.method is not None:
+        check_method(args.method)  # a ValueError naming the allowed methods, before any model loads
+    if not args.heads and args.method is None:
+        parser.error("give --heads, --method, or both")
     if args.controls is not None:
         control_schemes.check_scheme(args.controls)  # a ValueError naming the scheme, before any run
     heads = [h if h in SETTINGS else str(Path(h).expanduser().resolve()) for h in args.heads]
@@ -659,6 +719,10 @@ def main(argv=None) -> None:
     data = Path(overrides.pop("data_dir")) if "data_dir" in overrides else runs.folders_for(args.model, {}).data
     folders = replace(folders, data=data)
     print(f"run folder: {folders.out}", flush=True)
+    if args.method is not None:
+        path = method_head_set(args.method, overrides, folders.out / "headsets", args.k)
+        print(f"{args.method} head-set: {path}", flush=True)
+        overrides["heads"] = [*heads, str(path)]
     source = paths.NOTEBOOKS / "07_protocol.py"
     timings = run.run([source], overrides, paths.BUILD / "runner" / folders.out.name, folders)
     run.write_run_json(folders, overrides, timings)

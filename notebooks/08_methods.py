@@ -20,7 +20,9 @@
 # module cites the repository, file and function, and states its deviations), score every head on the project's
 # strips; two causal references score the same heads by what removing them does to P(correct): exact single-head
 # ablation and attribution patching. Below: each method's facts, its top-k set's overlap with the others and with
-# the paper's 12 discovery settings (notebook 01's cache), and how well each score ranks heads like the ablation.
+# the paper's 12 discovery settings (notebook 01's cache), how well each score ranks heads like the ablation, and
+# whether each method's top-k set passes the paper's tests: NCS and CERS against layer-matched and any-layer random
+# sets (notebooks 03 and 04), with the one verdict rule of the tables (helpers.studies.verdicts.versus_random).
 
 # %% tags=["parameters"]
 model = "toy"
@@ -28,11 +30,17 @@ profile = "default"
 device = "cpu"
 dtype = "float32"
 n_strips = 400  # the 12 settings' discovery runs (notebook 01's, read from the cache)
-n_items = 40  # strips per method, split evenly over corpus x query
+n_items = 40  # strips per method, interleaved over corpus x query (helpers.measures.methods.cached.method_items)
 k = None  # the paper's share of the heads (100 of 1,152); or an int, or a share 0 < k < 1
 key_agg = "raw"
 row_agg = "mean"
 strips_per_forward = 16
+eval_corpus = "co"  # the methods' sets tested as notebooks 03 / 04 test the settings' sets
+n_eval = 20  # evaluation items of the NCS and CERS runs (MCQ pairs, grids)
+n_random = 20  # layer-matched random sets per method, and the any-layer sets all methods share
+beta = 10.0  # CERS steering strength (notebook 03's)
+rows = "all"
+sets_per_forward = 64
 seed = 0
 smoke = False
 out_dir = None
@@ -48,21 +56,27 @@ import pandas as pd
 import seaborn as sns
 
 from helpers.engine import load_model
+from helpers.measures.controls import any_layer_sets, layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, rank_agreement
+from helpers.measures.methods.cached import method_score
+from helpers.measures.necessity import ncs, necessity_run
 from helpers.measures.overlap import overlap, top_k
-from helpers.runner import params, report
-from helpers.stimuli.design import CORPORA, QUERIES, k_for
-from helpers.stimuli.prepared import items_of
+from helpers.measures.stats import against_random, holm, t_interval
+from helpers.measures.steering import cers, steering_run
+from helpers.runner import params, report, sizes
+from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
+from helpers.studies import findings
+from helpers.studies.verdicts import versus_random
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
-n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
+cache = ResultCache(P.cache_dir)
+shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
+n_heads = shape[0] * shape[1]
 k_top = k_for(n_heads, P.k)
-per_combination = max(1, P.n_items // (len(CORPORA) * len(QUERIES)))
-items = [item for c in CORPORA for q in QUERIES for item in items_of(f"strip_{q}", c, per_combination, P.seed)]
-print(f"{n_heads} heads, top-{k_top}; {len(items)} strips per method ({per_combination} per corpus x query)")
+print(f"{n_heads} heads, top-{k_top}; {P.n_items} strips per method, interleaved over corpus x query")
 
 # %% [markdown]
 # ## What each method reads, and how its authors selected and validated heads
@@ -73,12 +87,19 @@ facts = report.table(facts, "methods_facts", P.out_dir)
 
 # %% [markdown]
 # ## Every method's score on the same strips
+# Per-item scores come from the result cache (computation "methods", keyed by the method, its parameters and the
+# strips), so `seconds` is the time of this run: the computation, or reading it back. A method that cannot serve
+# the model or the strips is refused with its reason (FACTS' `needs`) and left out of the tables below.
 
 # %%
-scores, seconds = {}, {}
-for name, method in METHODS.items():
+scores, seconds, refused = {}, {}, {}
+for name in METHODS:
     start = time.perf_counter()
-    scores[name] = method(lm, items)
+    try:
+        scores[name] = method_score(lm, name, P.n_items, P.seed, cache)
+    except ValueError as error:
+        refused[name] = str(error)
+        print(f"{name} refused: {error}")
     seconds[name] = time.perf_counter() - start
 fig, axes = plt.subplots(1, len(scores), figsize=(2.2 * len(scores), 3.2), sharey=True)
 for ax, (name, score) in zip(axes, scores.items()):
@@ -95,7 +116,7 @@ report.figure(fig, "methods_score_maps", P.out_dir)
 setting_scores = {
     s: v.mean(0)
     for s, v in all_setting_scores(
-        discover_all(lm, P.n_strips, P.seed, ResultCache(P.cache_dir), P.strips_per_forward), P.key_agg, P.row_agg
+        discover_all(lm, P.n_strips, P.seed, cache, P.strips_per_forward), P.key_agg, P.row_agg
     ).items()
 }
 sets = {name: top_k(score, k_top) for name, score in scores.items()}
@@ -113,7 +134,7 @@ matrix = report.table(matrix.reset_index(names="method"), "methods_overlap", P.o
 # output is zeroed; attribution patching is the first-order estimate of that drop.
 
 # %%
-ablation = scores["ablation"]
+ablation = scores.get("ablation", np.full(shape, np.nan))
 agreement = pd.DataFrame(
     [
         {
@@ -124,7 +145,9 @@ agreement = pd.DataFrame(
             if name in setting_scores
             else "method",
             "spearman with ablation": rank_agreement(score, ablation),
-            f"top-{k_top} overlap with ablation": overlap(columns[name], sets["ablation"]),
+            f"top-{k_top} overlap with ablation": overlap(columns[name], top_k(ablation, k_top))
+            if "ablation" in sets
+            else np.nan,
             "seconds": seconds.get(name, np.nan),
         }
         for name, score in {**scores, **{s: setting_scores[s] for s in setting_scores}}.items()
@@ -132,3 +155,90 @@ agreement = pd.DataFrame(
     ]
 )
 agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on="score")
+
+# %% [markdown]
+# ## Do the methods' sets pass the paper's tests? NCS and CERS against random sets
+# Each method's top-k set S (the k of the settings' sets) on the evaluation data of notebooks 03 and 04 (`n_eval`
+# items of `eval_corpus`): NCS (the image hidden from S on the single-image MCQ, matched minus mismatched drop) and
+# CERS (S steered to the answer's cell minus to a distractor's, beta = `beta`), each against R layer-matched random
+# sets of the method (stream "methods/layer-matched/<method>") and against R any-layer random sets of k heads that
+# every method shares (stream "methods/any-layer"). S with a 95% t-interval over items; p = rank p among the random
+# sets; Holm across the methods per measure and control (smallest possible: methods / (R + 1)); z; the effect
+# (per item, S minus the random sets' mean) with its t-interval; the verdict by the tables' one rule
+# (verdicts.versus_random on the Holm p and S - random mean). Overlap: S's shared heads with co-ref-qsp's top-k
+# (notebook 01's scores), per 100 of k.
+
+# %%
+R = sizes.n_random(P, "methods")
+R_any = sizes.n_random(P, "methods_any_layer")
+
+
+def ncs_values(sets: np.ndarray) -> np.ndarray:
+    """[N, n] per-item NCS of `sets` [n, L, H] (cached necessity run, as notebook 04's)."""
+    run = necessity_run(lm, P.eval_corpus, P.n_eval, P.seed, sets, P.rows, cache, sets_per_forward=P.sets_per_forward)
+    return ncs(run)
+
+
+def cers_values(sets: np.ndarray) -> np.ndarray:
+    """[N, n] per-item CERS of `sets` [n, L, H] (cached steering run, as notebook 03's)."""
+    run = steering_run(
+        lm, P.eval_corpus, P.n_eval, P.seed, sets, P.beta, P.rows, cache, sets_per_forward=P.sets_per_forward
+    )
+    return cers(run)
+
+
+def against(discovered: np.ndarray, random: np.ndarray) -> dict:
+    """against_random of S's per-item values [N] and the random sets' [N, R], with the effect's t-interval."""
+    effect, low, high = t_interval(discovered - random.mean(1))
+    return {**against_random(discovered, random), "effect": effect, "effect low": low, "effect high": high}
+
+
+MEASURES = {"NCS": ncs_values, "CERS": cers_values}
+any_sets = any_layer_sets(shape, k_top, R_any, sizes.stream(P.seed, "methods/any-layer"))
+any_values = {measure: values(any_sets) for measure, values in MEASURES.items()}  # [N, R_any]
+reference = top_k(setting_scores["co-ref-qsp"], k_top)
+stats, no_layer_match = [], {}
+for name, head_set in sets.items():
+    try:
+        controls = layer_matched_sets(head_set, R, sizes.stream(P.seed, "methods/layer-matched/{method}", method=name))
+    except ValueError as error:  # a layer holds more of S's heads than it has others
+        controls, no_layer_match[name] = None, str(error)
+        print(f"{name}: no layer-matched sets ({error})")
+    for measure, values in MEASURES.items():
+        stack = head_set[None] if controls is None else with_controls(head_set, controls)
+        per_item = values(stack)  # [N, 1 + R]
+        randoms = {"any-layer": any_values[measure]}
+        if controls is not None:
+            randoms = {"layer-matched": per_item[:, 1:], **randoms}
+        for control, random in randoms.items():
+            stats.append({"method": name, "measure": measure, "control": control, **against(per_item[:, 0], random)})
+stats = pd.DataFrame(stats)
+stats["p Holm"] = stats.groupby(["measure", "control"])["p"].transform(lambda p: holm(p.to_numpy()))
+stats["verdict"] = [versus_random(p, s - r) for p, s, r in zip(stats["p Holm"], stats["S"], stats["random mean"])]
+stats = report.table(stats, "methods_validation_stats", P.out_dir, on=["method", "measure", "control"])
+
+validation = []
+for name, head_set in sets.items():
+    row = {
+        "method": name,
+        "kind": "causal reference" if name in CAUSAL_REFERENCES else "method",
+        "overlap with co-ref-qsp per 100": 100 * overlap(head_set, reference) / k_top,
+    }
+    for measure in MEASURES:
+        for control, prefix in (("layer-matched", measure), ("any-layer", f"{measure} any-layer")):
+            hit = stats[(stats.method == name) & (stats.measure == measure) & (stats.control == control)]
+            if control == "layer-matched":
+                row[f"{measure} S"] = hit["S"].iloc[0] if len(hit) else np.nan
+            row[f"{prefix} random"] = hit["random mean"].iloc[0] if len(hit) else np.nan
+            row[f"{prefix} p"] = hit["p"].iloc[0] if len(hit) else np.nan
+            row[f"{prefix} p Holm"] = hit["p Holm"].iloc[0] if len(hit) else np.nan
+            row[f"{prefix} verdict"] = hit["verdict"].iloc[0] if len(hit) else f"not run: {no_layer_match.get(name)}"
+    validation.append(row)
+for name, reason in refused.items():
+    validation.append({"method": name, "kind": "refused", "refused": reason})
+validation = pd.DataFrame(validation)
+validation.insert(2, "k", k_top)
+validation.insert(3, "R", R)
+validation.insert(4, "R any-layer", R_any)
+validation = report.table(validation, "methods_validation", P.out_dir, on="method")
+print(findings.methods_validation_sentence(validation))

@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from transformers import MllamaConfig
 
-from helpers import run
+from helpers import protocol, run
 from helpers.engine import ATTENTION, HIDE, Intervention, Read, heads_to_mask, load_model, probe, wrap_model
 from helpers.runner import params
 from helpers.storage import headsets, paths
@@ -334,6 +334,12 @@ RUNNER = [
         "--out and -p out_dir disagree",
         lambda f: run.main(["00", "--out", str(f.tmp / "a"), "-p", "out_dir", str(f.tmp / "b")]),
         ("--out", "-p out_dir", "two run folders"),
+    ),
+    Case(
+        "runner",
+        "report card --method unknown",
+        lambda f: protocol.main(["--model", "toy", "--method", "gazer", "--out", str(f.out / "run")]),
+        ("method 'gazer'", "gaze, ver, localization, sparsemm, ocr, retrieval, qrhead, ablation, attribution"),
     ),
     Case(
         "runner",

@@ -9,6 +9,7 @@ import torch
 
 import helpers.storage.cache as cache_module
 from helpers.measures import discovery, head_mass, necessity, steering
+from helpers.measures.methods import cached as methods
 from helpers.stimuli import prepared as items
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.storage.cache import ResultCache, cache_key
@@ -93,6 +94,7 @@ CACHED_COMPUTATIONS = {
     "pointing_audit": lambda lm, cache: pointing_runs.task_audit_run(lm, TASK, 4, 0, cache),
     "pointing_steering": lambda lm, cache: pointing_runs.task_steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
     "pointing_necessity": lambda lm, cache: pointing_runs.task_necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
+    "methods": lambda lm, cache: methods.method_run(lm, "retrieval", 4, 0, cache),
 }
 
 

@@ -33,6 +33,7 @@ from helpers.measures.methods.qrhead import doc_scores, null_item
 from helpers.measures.methods.top1_hits import hit_sum, longest_common_run, rouge1_recall, sparsemm_steps
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.stimuli.prepared import items_of
+from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings
 
@@ -235,3 +236,20 @@ def test_methods_validation_sentence_applies_the_rule_after_holm():
     assert "NCS vs layer-matched (floor 0.095): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
     assert "CERS vs layer-matched (floor 0.095): gaze;" in text
     assert "Refused on this model or these strips: ocr." in text
+
+
+def test_a_method_head_set_keeps_its_provenance(tmp_path):
+    mask = np.zeros((8, 16), dtype=bool)
+    mask[2, [1, 5]] = True
+    provenance = {"method": "gaze", "citation": citation("gaze"), "parameters": {"n_items": 40, "seed": 0, "k": 2}}
+    path = headsets.save(
+        tmp_path / "gaze.json", model="toy", setting="gaze", selection="flat top-2", mask=mask,
+        scores=np.arange(128.0).reshape(8, 16), provenance=provenance,
+    )  # fmt: skip
+    record = headsets.read_any(path, "toy", 8, 16)
+    assert {key: record[key] for key in provenance} == provenance and record["heads"] == [[2, 5], [2, 1]]
+    fields = {"model": "toy", "setting": "x", "selection": "y", "mask": mask, "scores": mask}
+    with pytest.raises(ValueError, match="not among"):
+        headsets.save(path, **fields, provenance={"by": "me"})
+    with pytest.raises(headsets.HeadSetError, match="parameters"):
+        headsets.save(path, **fields, provenance={"parameters": 3})

@@ -52,9 +52,27 @@ def to_mask(heads: list[list[int]], n_layers: int, n_heads: int) -> np.ndarray:
     return mask
 
 
-def save(path: Path, *, model: str, setting: str, selection: str, mask: np.ndarray, scores: np.ndarray) -> Path:
-    """Write a head-set file; `selection` says how it was chosen ('flat top-k', 'top-k per layer')."""
+PROVENANCE = ("method", "citation", "parameters")  # optional fields of a method's head-set (the schema's)
+
+
+def save(
+    path: Path,
+    *,
+    model: str,
+    setting: str,
+    selection: str,
+    mask: np.ndarray,
+    scores: np.ndarray,
+    provenance: dict | None = None,
+) -> Path:
+    """Write a head-set file; `selection` says how it was chosen ('flat top-k', 'top-k per layer'); `provenance`
+    (a published method's head-set): its "method", "citation" and "parameters", checked against the schema."""
     record = from_mask(mask, model, setting, selection, scores)
+    extra = sorted(set(provenance or {}) - set(PROVENANCE))
+    if extra:
+        raise ValueError(f"provenance fields {extra} are not among {PROVENANCE}")
+    record.update(provenance or {})
+    validate_record(record, Path(path))
     return atomic_write(Path(path), json.dumps(record, indent=1))
 
 

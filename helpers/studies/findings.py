@@ -6,10 +6,11 @@ table's rows where `holm`, at most ALPHA and an effect of at least MIN_EFFECT); 
 hand about a result.
 """
 
+import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import holm
-from helpers.studies.verdicts import ALPHA, BEATS, BELOW_MINIMUM, MIN_EFFECT, exceeds, versus_random
+from helpers.studies.verdicts import ALPHA, BEATS, BELOW_MINIMUM, MIN_EFFECT, exceeds, holm_floor, versus_random
 
 
 def _names(settings: list[str]) -> str:
@@ -74,3 +75,39 @@ def per_model_sentence(table: pd.DataFrame) -> str:
         f"This run, sets whose NCS beats its random sets (rank p <= {ALPHA:g} and effect >= "
         f"{MIN_EFFECT:g}) per model: " + "; ".join(parts) + "."
     )
+
+
+def methods_validation_sentence(table: pd.DataFrame) -> str:
+    """Notebook 08's methods table: which methods' top-k sets beat their random sets on NCS and on CERS, against
+    layer-matched and any-layer sets (Holm-adjusted rank p across the tested methods and the effect S - random
+    mean, by versus_random), which reach p <= ALPHA with too small an effect, and their overlap with co-ref-qsp."""
+    refused = table[table["kind"] == "refused"]["method"].tolist() if "kind" in table else []
+    tested = table[table["kind"] != "refused"] if "kind" in table else table
+    parts = []
+    for measure in ("NCS", "CERS"):
+        for control, prefix, r_column in (
+            ("layer-matched", measure, "R"),
+            ("any-layer", f"{measure} any-layer", "R any-layer"),
+        ):
+            p = tested[f"{prefix} p Holm"].to_numpy(dtype=float)
+            effect = (tested[f"{measure} S"] - tested[f"{prefix} random"]).to_numpy(dtype=float)
+            ran = np.isfinite(p)
+            outcomes = [versus_random(pi, ei) if ok else None for pi, ei, ok in zip(p, effect, ran)]
+            names = tested["method"].tolist()
+            beats = [n for n, o in zip(names, outcomes) if o == BEATS]
+            below = [n for n, o in zip(names, outcomes) if o == BELOW_MINIMUM]
+            floor = holm_floor(int(tested[r_column].max()), int(ran.sum()))
+            text = f"{measure} vs {control} (floor {floor:.3f}): {_names(beats)}"
+            if below:
+                text += f" (p <= {ALPHA:g} with an effect below {MIN_EFFECT:g}: {_names(below)})"
+            parts.append(text)
+    overlap = tested.set_index("method")["overlap with co-ref-qsp per 100"]
+    sentence = (
+        f"This run, of {len(tested)} methods' top-k sets, those that beat their random sets (Holm-adjusted rank "
+        f"p <= {ALPHA:g} across the methods and S - random mean >= {MIN_EFFECT:g}): " + "; ".join(parts) + ". "
+        f"Heads shared with co-ref-qsp's set, per 100 of k: median {overlap.median():.0f}, most {overlap.max():.0f} "
+        f"({overlap.idxmax()})."
+    )
+    if refused:
+        sentence += f" Refused on this model or these strips: {_names(refused)}."
+    return sentence

@@ -1,21 +1,43 @@
 """The field's published visual-head discovery methods, each re-implemented from its authors' code as a score over
 heads [L, H] on the project's items (higher = more of the method's kind of head), with two causal references.
 
-``METHODS``: name -> function(lm, items, **params) -> np.ndarray [L, H]. ``FACTS``: name -> ``MethodFacts``, what each
-method reads and how its authors selected and validated heads; each module's docstring cites the repository, file
-and function it follows and states every deviation. A method refuses (ValueError) items or models it cannot serve.
+``METHODS``: name -> function(lm, items, **params) -> np.ndarray [L, H]. ``PER_ITEM``: name -> (per_item, combine):
+``per_item(lm, items, **params)`` gives per-item arrays (item axis first; what the result cache keeps, see
+helpers.measures.methods.cached) and ``combine(arrays)`` the [L, H] score, so that METHODS[name](lm, items) equals
+combine(per_item(lm, items)). ``FACTS``: name -> ``MethodFacts``, what each method reads and how its authors
+selected and validated heads; its ``needs`` is the one statement of each method's limits, and the refusals
+(ValueError) follow from it; each module's docstring cites the repository, file and function it follows and states
+every deviation. ``REGION_METHODS``: the methods that need the adapter to map pixel regions (or the image-token
+grid) to tokens, refused on a family without that mapping before its model loads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.measures.methods.causal import ablation_score, attribution_score, rank_agreement
-from helpers.measures.methods.gaze import gaze_score
-from helpers.measures.methods.localization import localization_score
-from helpers.measures.methods.qrhead import qrhead_score
-from helpers.measures.methods.top1_hits import ocr_score, retrieval_score, sparsemm_score
-from helpers.measures.methods.ver import ver_score
+from helpers.measures.methods.causal import (
+    ablation_per_item,
+    ablation_score,
+    attribution_per_item,
+    attribution_score,
+    rank_agreement,
+)
+from helpers.measures.methods.common import mean_score
+from helpers.measures.methods.gaze import gaze_per_item, gaze_score
+from helpers.measures.methods.localization import localization_score, localization_votes
+from helpers.measures.methods.qrhead import qrhead_per_item, qrhead_score
+from helpers.measures.methods.top1_hits import (
+    ocr_combine,
+    ocr_per_item,
+    ocr_score,
+    retrieval_combine,
+    retrieval_per_item,
+    retrieval_score,
+    sparsemm_combine,
+    sparsemm_per_item,
+    sparsemm_score,
+)
+from helpers.measures.methods.ver import ver_items, ver_score
 
 
 @dataclass(frozen=True)
@@ -44,7 +66,34 @@ METHODS = {
     "attribution": attribution_score,
 }
 
+PER_ITEM = {
+    "gaze": (gaze_per_item, mean_score),
+    "ver": (ver_items, mean_score),
+    "localization": (localization_votes, mean_score),
+    "sparsemm": (sparsemm_per_item, sparsemm_combine),
+    "ocr": (ocr_per_item, ocr_combine),
+    "retrieval": (retrieval_per_item, retrieval_combine),
+    "qrhead": (qrhead_per_item, mean_score),
+    "ablation": (ablation_per_item, mean_score),
+    "attribution": (attribution_per_item, mean_score),
+}
+
 CAUSAL_REFERENCES = ("ablation", "attribution")  # references, not attention scores
+REGION_METHODS = ("gaze", "ver", "localization", "sparsemm", "ocr", "qrhead")  # FACTS[name].needs: region mapping
+
+
+def check_method(name: str) -> str:
+    """`name` when it is one of METHODS, else a ValueError naming the allowed ones."""
+    if name not in METHODS:
+        raise ValueError(f"method {name!r} is not one of the methods: {', '.join(METHODS)}")
+    return name
+
+
+def citation(name: str) -> str:
+    """What a head-set file records of where a method comes from: its title and its source (FACTS)."""
+    facts = FACTS[check_method(name)]
+    return f"{facts.title}; {facts.source}"
+
 
 FACTS = {
     "gaze": MethodFacts(
@@ -149,4 +198,14 @@ FACTS = {
     ),
 }
 
-__all__ = ["CAUSAL_REFERENCES", "FACTS", "METHODS", "MethodFacts", "rank_agreement"]
+__all__ = [
+    "CAUSAL_REFERENCES",
+    "FACTS",
+    "METHODS",
+    "PER_ITEM",
+    "REGION_METHODS",
+    "MethodFacts",
+    "check_method",
+    "citation",
+    "rank_agreement",
+]

@@ -23,7 +23,7 @@ import torch
 from helpers.engine.head_grads import head_attributions
 from helpers.engine.head_sets import expand_item
 from helpers.engine.head_zeroing import zero_head_outputs
-from helpers.measures.methods.common import correct_batch, need_items, p_correct
+from helpers.measures.methods.common import correct_batch, mean_score, need_items, p_correct
 from helpers.measures.necessity import single_heads
 from helpers.measures.stats import spearman
 
@@ -46,10 +46,15 @@ def ablation_item(lm, item, heads_per_forward: int = 32) -> tuple[np.ndarray, fl
     return clean - torch.cat(zeroed).reshape(n_layers, n_heads).double().numpy(), clean
 
 
+def ablation_per_item(lm, items, heads_per_forward: int = 32) -> dict[str, np.ndarray]:
+    """Per item: "score" [N, L, H], the drop in P(correct) when each head alone is zeroed, and "p_clean" [N]."""
+    parts = [ablation_item(lm, item, heads_per_forward) for item in need_items(items, "ablation")]
+    return {"score": np.stack([drop for drop, _ in parts]), "p_clean": np.array([clean for _, clean in parts])}
+
+
 def ablation_score(lm, items, heads_per_forward: int = 32) -> np.ndarray:
     """Mean over items of the drop in P(correct) when one head's output is zeroed [L, H] (higher = more needed)."""
-    items = need_items(items, "ablation")
-    return np.mean([ablation_item(lm, item, heads_per_forward)[0] for item in items], 0)
+    return mean_score(ablation_per_item(lm, items, heads_per_forward))
 
 
 def attribution_item(lm, item) -> tuple[np.ndarray, float]:
@@ -59,10 +64,15 @@ def attribution_item(lm, item) -> tuple[np.ndarray, float]:
     return attributions[0].double().numpy(), float(value[0])
 
 
+def attribution_per_item(lm, items) -> dict[str, np.ndarray]:
+    """Per item: "score" [N, L, H], attribution patching's estimate of each head's ablation drop, and "p_clean"."""
+    parts = [attribution_item(lm, item) for item in need_items(items, "attribution")]
+    return {"score": np.stack([value for value, _ in parts]), "p_clean": np.array([clean for _, clean in parts])}
+
+
 def attribution_score(lm, items) -> np.ndarray:
     """Mean over items of attribution patching's estimate of the single-head ablation drop [L, H]."""
-    items = need_items(items, "attribution")
-    return np.mean([attribution_item(lm, item)[0] for item in items], 0)
+    return mean_score(attribution_per_item(lm, items))
 
 
 def rank_agreement(score: np.ndarray, ablation: np.ndarray) -> float:

@@ -60,6 +60,15 @@ def positions_mask(length: int, positions) -> torch.Tensor:
     return mask
 
 
+def mean_score(run: dict[str, np.ndarray]) -> np.ndarray:
+    """The mean over items of a per-item run's "score" [N, L, H] -> [L, H] (the methods whose score is a plain mean
+    over items); an empty run is refused."""
+    score = np.asarray(run["score"])
+    if score.shape[0] == 0:
+        raise ValueError("no item contributed a score")
+    return score.mean(0)
+
+
 def head_mean(per_item: list[np.ndarray], method: str) -> np.ndarray:
     """Mean over items of per-item scores [L, H]; none at all is refused."""
     if not per_item:

@@ -27,7 +27,7 @@ import torch
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import build_batch
 from helpers.engine.item import Item
-from helpers.measures.methods.common import need_items, need_regions
+from helpers.measures.methods.common import mean_score, need_items, need_regions
 from helpers.stimuli.corpora import strip_question
 
 
@@ -80,8 +80,14 @@ def strip_panel_mass(lm, item: Item) -> np.ndarray:
     return rec.mass.float().cpu().numpy()  # [P, L, H, P]
 
 
-def gaze_score(lm, items) -> np.ndarray:
-    """Gaze score [L, H] over strip items: each strip asked about every panel (see the module docstring)."""
+def gaze_per_item(lm, items) -> dict[str, np.ndarray]:
+    """{"score": [N, L, H]}: each strip's gaze score (the diagonal of its panel masses, mean over its panels)."""
     items = need_items(items, "gaze")
     need_regions(lm, "gaze")
-    return gaze_from_panel_mass(np.stack([strip_panel_mass(lm, item) for item in items]))
+    return {"score": np.stack([gaze_from_panel_mass(strip_panel_mass(lm, item)[None]) for item in items])}
+
+
+def gaze_score(lm, items) -> np.ndarray:
+    """Gaze score [L, H] over strip items: each strip asked about every panel (see the module docstring); the mean
+    over strips of the per-strip means equals the mean over (strip, panel) since every strip has the same panels."""
+    return mean_score(gaze_per_item(lm, items))

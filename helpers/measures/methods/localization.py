@@ -34,7 +34,7 @@ import torch
 from scipy import ndimage
 
 from helpers.engine.top_key import attention_rows
-from helpers.measures.methods.common import need_items, one_batch
+from helpers.measures.methods.common import mean_score, need_items, one_batch
 
 BINARY_THRESHOLD = 0.001  # spatial_entropy(attention_map, threshold=0.001)
 PER_ITEM_TOP = 10  # the paper's top-10 lowest-entropy heads per item
@@ -124,9 +124,15 @@ def localization_per_item(lm, items) -> dict[str, np.ndarray]:
     return {"attn_sum": np.stack(sums), "entropy": np.stack(entropies), "above": np.stack(aboves)}
 
 
+def localization_votes(lm, items, per_item_top: int = PER_ITEM_TOP) -> dict[str, np.ndarray]:
+    """{"score": [N, L, H]}: each item's votes (item_votes), 1 for its ``per_item_top`` lowest-entropy heads above
+    the attention-sum elbow."""
+    parts = localization_per_item(lm, items)
+    votes = [item_votes(s, e, per_item_top) for s, e in zip(parts["attn_sum"], parts["entropy"])]
+    return {"score": np.stack(votes)}
+
+
 def localization_score(lm, items, per_item_top: int = PER_ITEM_TOP) -> np.ndarray:
     """Selection frequency [L, H]: the share of items in which the head is among the ``per_item_top`` lowest-entropy
     heads above the attention-sum elbow."""
-    parts = localization_per_item(lm, items)
-    votes = [item_votes(s, e, per_item_top) for s, e in zip(parts["attn_sum"], parts["entropy"])]
-    return np.mean(votes, 0)
+    return mean_score(localization_votes(lm, items, per_item_top))

@@ -32,7 +32,7 @@ import torch
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import build_batch
 from helpers.engine.item import Item
-from helpers.measures.methods.common import need_items, need_regions
+from helpers.measures.methods.common import mean_score, need_items, need_regions
 
 NULL_QUERY = "N/A"  # AttnBasedRetriever(null_query="N/A")
 
@@ -95,12 +95,17 @@ def qr_item(lm, item: Item, null_query: str = NULL_QUERY) -> np.ndarray:
     return doc_scores(calibrated, docs)
 
 
-def qrhead_score(lm, items, null_query: str = NULL_QUERY) -> np.ndarray:
-    """QRScore [L, H]: the mean over items of the gold (asked-about) region's calibrated doc score."""
+def qrhead_per_item(lm, items, null_query: str = NULL_QUERY) -> dict[str, np.ndarray]:
+    """{"score": [N, L, H]}: each item's calibrated doc score of its gold (asked-about) region."""
     items = need_items(items, "qrhead")
     need_regions(lm, "qrhead")
     per_item = []
     for item in items:
         scores = qr_item(lm, item, null_query)
         per_item.append(scores[..., list(item.boxes).index(item.target)])
-    return np.mean(per_item, 0)
+    return {"score": np.stack(per_item)}
+
+
+def qrhead_score(lm, items, null_query: str = NULL_QUERY) -> np.ndarray:
+    """QRScore [L, H]: the mean over items of the gold (asked-about) region's calibrated doc score."""
+    return mean_score(qrhead_per_item(lm, items, null_query))

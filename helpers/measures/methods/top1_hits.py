@@ -101,22 +101,34 @@ def sparsemm_score(lm, items, max_new_tokens: int = 24) -> np.ndarray:
     region's tokens are those overlapping its box. Deviations: the decoded token is matched as it decodes (a
     leading space included, as theirs; a sub-word piece like "p" can match "purple cross", as in theirs); the
     stimuli's labels replace OCR chunks. Refused when no answer token of any item names exactly one region."""
+    return sparsemm_combine(sparsemm_per_item(lm, items, max_new_tokens))
+
+
+def sparsemm_per_item(lm, items, max_new_tokens: int = 24) -> dict[str, np.ndarray]:
+    """Per item: "score" [N, L, H] (zeros for an empty answer), "answered" [N] (a non-empty greedy answer) and
+    "named" [N] (its answer tokens that named exactly one region)."""
     items = need_items(items, "sparsemm")
     need_regions(lm, "sparsemm")
     answers = model_answers(lm, items, max_new_tokens)
-    scores, named = [], 0
+    shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
+    scores, answered, named = [], [], []
     for item, answer in zip(items, answers):
-        if not answer:
-            continue
-        score, n = sparsemm_item(lm, item, answer)
+        score, n = sparsemm_item(lm, item, answer) if answer else (np.zeros(shape), 0)
         scores.append(score)
-        named += n
-    if named == 0:
+        answered.append(bool(answer))
+        named.append(n)
+    return {"score": np.stack(scores), "answered": np.array(answered), "named": np.array(named)}
+
+
+def sparsemm_combine(run: dict[str, np.ndarray]) -> np.ndarray:
+    """SparseMM's score [L, H] from sparsemm_per_item: the mean over answered items; refused when no step named
+    a region."""
+    if int(np.sum(run["named"])) == 0:
         raise ValueError(
             "sparsemm: no generated answer token is contained in exactly one region's text (the items' labels), so "
             "no step can score; the method needs answers that read out a region's content (e.g. ordinal strips)"
         )
-    return np.mean(scores, 0)
+    return np.asarray(run["score"])[np.asarray(run["answered"], dtype=bool)].mean(0)
 
 
 # ------------------------------------------------------------------------------------------------ OCR heads
@@ -176,18 +188,29 @@ def ocr_score(lm, items, max_new_tokens: int = 24) -> np.ndarray:
     Here: the evidence box is the item's asked-about region (a strip panel, a grid cell); its tokens those overlapping
     the box. Deviations: the fine-grained branch (one box per answer token, paired by order) is not reproduced; the
     step-3 thresholds are selection, not score. Refused when no generated token is a gold-answer token."""
+    return ocr_combine(ocr_per_item(lm, items, max_new_tokens))
+
+
+def ocr_per_item(lm, items, max_new_tokens: int = 24) -> dict[str, np.ndarray]:
+    """Per item: "total" [N, L, H], the sum over its entries (matched answer tokens), and "entries" [N]."""
     items = need_items(items, "ocr")
     need_regions(lm, "ocr")
     answers = model_answers(lm, items, max_new_tokens)
-    total, entries = 0.0, 0
+    shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
+    totals, entries = [], []
     for item, answer in zip(items, answers):
-        if not answer:
-            continue
-        score, n = ocr_item(lm, item, answer)
-        total, entries = total + score, entries + n
+        total, n = ocr_item(lm, item, answer) if answer else (np.zeros(shape), 0)
+        totals.append(total)
+        entries.append(n)
+    return {"total": np.stack(totals), "entries": np.array(entries)}
+
+
+def ocr_combine(run: dict[str, np.ndarray]) -> np.ndarray:
+    """The OCR score [L, H] from ocr_per_item: the sum over all entries / their number."""
+    entries = int(np.sum(run["entries"]))
     if entries == 0:
         raise ValueError("ocr: no generated token is among the gold answers' tokens, so no entry can score")
-    return total / entries
+    return np.asarray(run["total"]).sum(0) / entries
 
 
 # ------------------------------------------------------------------------------------------------ retrieval (copy)
@@ -241,20 +264,34 @@ def retrieval_score(lm, items, max_new_tokens: int = 24, min_recall: float = 0.5
     copies and says nothing of visual retrieval. MCQ letters and items whose answers repeat no source-span token
     are refused. Deviation: the needle is the query span, not an inserted sentence; the gate compares the answer to
     the item's gold answer (theirs: to the needle sentence)."""
+    return retrieval_combine(retrieval_per_item(lm, items, max_new_tokens, min_recall), min_recall)
+
+
+def retrieval_per_item(lm, items, max_new_tokens: int = 24, min_recall: float = 0.5) -> dict[str, np.ndarray]:
+    """Per item: "score" [N, L, H] (zeros where not kept), "kept" [N] (answered with ROUGE-1 recall > min_recall)
+    and "copies" [N] (answer tokens that repeat a source-span token)."""
     items = need_items(items, "retrieval")
     answers = model_answers(lm, items, max_new_tokens)
-    scores, copies = [], 0
+    shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
+    scores, kept, copies = [], [], []
     for item, answer in zip(items, answers):
-        if not answer or rouge1_recall(item.answer, answer) <= min_recall:
-            continue
-        score, n = retrieval_item(lm, item, answer)
+        keep = bool(answer) and rouge1_recall(item.answer, answer) > min_recall
+        score, n = retrieval_item(lm, item, answer) if keep else (np.zeros(shape), 0)
         scores.append(score)
-        copies += n
-    if not scores:
+        kept.append(keep)
+        copies.append(n)
+    return {"score": np.stack(scores), "kept": np.array(kept), "copies": np.array(copies)}
+
+
+def retrieval_combine(run: dict[str, np.ndarray], min_recall: float = 0.5) -> np.ndarray:
+    """The retrieval score [L, H] from retrieval_per_item: the mean over kept items; refused when none is kept or
+    no answer token is a copy."""
+    kept = np.asarray(run["kept"], dtype=bool)
+    if not kept.any():
         raise ValueError(f"retrieval: no item was answered with ROUGE-1 recall > {min_recall}; nothing accumulates")
-    if copies == 0:
+    if int(np.sum(run["copies"])) == 0:
         raise ValueError(
             "retrieval: no answer token repeats a token of the item's source span (query span), so no step can be a "
             "copy; the retrieval score applies only to answers copied from the prompt"
         )
-    return np.mean(scores, 0)
+    return np.asarray(run["score"])[kept].mean(0)

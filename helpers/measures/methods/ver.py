@@ -26,7 +26,7 @@ import torch
 
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import build_batch
-from helpers.measures.methods.common import need_items, need_regions
+from helpers.measures.methods.common import mean_score, need_items, need_regions
 
 EPSILON = 1e-9  # full_analysis.py: total_attn = np.sum(attn_array) + 1e-9
 
@@ -65,8 +65,13 @@ def ver_per_item(lm, items, items_per_forward: int = 16) -> np.ndarray:
     return np.concatenate(out)
 
 
-def ver_score(lm, items) -> np.ndarray:
-    """VER score [L, H]: the mean over items of the evidence share of the last prompt token's image attention."""
+def ver_items(lm, items) -> dict[str, np.ndarray]:
+    """{"score": [N, L, H]}: each item's evidence share of the last prompt token's image attention."""
     items = need_items(items, "ver")
     need_regions(lm, "ver")
-    return ver_per_item(lm, items).mean(0)
+    return {"score": ver_per_item(lm, items)}
+
+
+def ver_score(lm, items) -> np.ndarray:
+    """VER score [L, H]: the mean over items of the evidence share of the last prompt token's image attention."""
+    return mean_score(ver_items(lm, items))
