@@ -193,6 +193,9 @@ def _head_set(lm, batch):
     return stack_head_sets(lm.adapter, sets)
 
 
+MIXTURE_FAMILIES = ("qwen3_vl_moe",)
+
+
 @pytest.mark.parametrize("bias", [HIDE, 2.5])
 @torch.no_grad()
 def test_mask_and_steer_match_eager_reference(family, bias):
@@ -209,7 +212,11 @@ def test_mask_and_steer_match_eager_reference(family, bias):
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
     assert (steered - clean).abs().max() > 1e-4  # the intervention took effect
     before = inputs["attention_mask"].bool() & (torch.arange(T) < T - 3)  # real rows before the chosen ones
-    assert torch.equal(steered[before], clean[before])  # (pad rows see every key: skipped)
+    if name in MIXTURE_FAMILIES:  # experts run the tokens routed to them as one matmul: when a later row is
+        # routed elsewhere, an earlier row's expert matmul has another shape and rounds differently
+        torch.testing.assert_close(steered[before], clean[before], atol=1e-6, rtol=0)
+    else:
+        assert torch.equal(steered[before], clean[before])  # (pad rows see every key: skipped)
 
 
 def _attention_outputs(lm, inputs):

@@ -17,7 +17,7 @@ from helpers.measures.controls import layer_matched_controls, layer_matched_sets
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
-from helpers.runner import params
+from helpers.runner import params, sizes
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets, paths
 from helpers.studies import verdicts
@@ -185,9 +185,9 @@ def test_an_audit_forced_out_of_range_blocks_its_checks():
 
 
 def test_forward_copies_of_the_profiles():
-    quick = protocol.forward_copies(protocol.PROFILES["default"])
+    quick = sizes.card_forward_copies(sizes.CARD_SIZES["default"])
     assert quick["NCS (S + R, two arms)"] == 21 * 2 * 50
-    paper = protocol.forward_copies(protocol.PROFILES["paper"])
+    paper = sizes.card_forward_copies(sizes.CARD_SIZES["paper"])
     assert paper["NCS (S + R, two arms)"] == 101 * 2 * 400 and sum(paper.values()) > 8 * sum(quick.values())
 
 
