@@ -23,6 +23,7 @@ TOYS = {  # name -> family
     "toy-qwen3vl-seed1": "qwen3_vl",
     "toy-qwen3vl-drophead": "qwen3_vl",
     "toy-qwen3vl-graded": "qwen3_vl",
+    "toy-qwen2vl-graded": "qwen2_vl",
 }
 
 
