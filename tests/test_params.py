@@ -114,3 +114,15 @@ def test_the_parameter_checks_import_no_torch():
     code = f"import sys, helpers.run, helpers.runner.params; print(sorted({heavy} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("notebook", sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")))
+def test_papermill_reads_every_parameter_the_checker_reads(notebook, tmp_path):
+    """The runner injects and plans with papermill's view of the parameters cell: a line papermill cannot
+    parse (a trailing comment with commas, say) would drop that parameter from its view."""
+    import jupytext
+    import papermill
+
+    ipynb = tmp_path / f"{notebook}.ipynb"
+    jupytext.write(jupytext.read(paths.NOTEBOOKS / f"{notebook}.py"), ipynb)
+    assert set(papermill.inspect_notebook(str(ipynb))) == set(params.declared_parameters(notebook))
