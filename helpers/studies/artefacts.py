@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.runner.steps import STEPS, SUFFIXES
+from helpers.storage import paths
 
 FULL, PARTIAL, NOT = "full", "partial", "not regenerated"
 STATUSES = (FULL, PARTIAL, NOT)
@@ -327,7 +328,8 @@ def write_index(out_dir: Path, echo: bool = True) -> dict[str, int]:
     tmp.replace(out_dir / INDEX)
     if echo:
         print(
-            f"{out_dir / INDEX}: {len(ARTEFACTS)} artefacts, {tally[FULL]} full, {tally[PARTIAL]} partial, "
-            f"{tally[NOT]} not regenerated; {tally['with files missing']} with files missing from this run"
+            f"{paths.shown(out_dir / INDEX)}: {len(ARTEFACTS)} artefacts, {tally[FULL]} full, "
+            f"{tally[PARTIAL]} partial, {tally[NOT]} not regenerated; "
+            f"{tally['with files missing']} with files missing from this run"
         )
     return tally
