@@ -607,7 +607,7 @@ def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> to
             f"[batch, {n_layers} candidate layers, {n_heads} heads]"
         )
     batch = heads.shape[0]
-    carries = heads.flatten(1).any(1)  # [B]
+    carries = heads.flatten(1).any(1).cpu()  # [B], on the CPU beside the probe's flags (rows_hit, keys_seen)
     if spec.masking in KEYED:
         _check_selection("Intervention.keys", spec.keys, batch, carries)
         if isinstance(spec.keys, str):
