@@ -135,7 +135,16 @@ for name in P.models:
     if row["passes"]:  # Table 16 on the models whose grid passes the audit only
         cm_sets = {s: sets[s] for s in TABLE16}
         contrasts[name] = region_contrast_runs(evaluation, cm_sets, P.n_random_grid)
-    suites[name] = score_suite(lm, tasks, suite_sets, P.n_pointing, P.seed, P.beta, cache, P.sets_per_forward)
+    suites[name] = score_suite(
+        lm,
+        tasks,
+        suite_sets,
+        n_items=P.n_pointing,
+        seed=P.seed,
+        beta=P.beta,
+        cache=cache,
+        sets_per_forward=P.sets_per_forward,
+    )
     print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
     del lm, evaluation
 

@@ -45,7 +45,7 @@ def task_audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: 
 
 
 def task_steering_run(
-    lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, batch: int = 64
+    lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, beta: float, cache, sets_per_forward: int = 64
 ):
     """steer_items on the task's plain grids for head-sets [n, L, H] (keys as
     helpers.measures.steering.steering_run)."""
@@ -53,12 +53,14 @@ def task_steering_run(
 
     def compute(start, stop):
         items = task_items(task, stop, seed, start=start)
-        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, "all", batch)
+        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, "all", sets_per_forward)
 
     return cache.cached_chunks("pointing_steering", key, n_items, 10, compute)
 
 
-def task_necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, batch: int = 64):
+def task_necessity_run(
+    lm, task: Task, n_items: int, seed: int, head_sets: np.ndarray, cache, sets_per_forward: int = 64
+):
     """mask_items on the task's matched and mismatched arms (keys as helpers.measures.necessity.necessity_run, so
     helpers.measures.necessity.ncs applies)."""
     key = _key(lm, task, seed, head_sets=head_sets_key(head_sets))
@@ -67,13 +69,15 @@ def task_necessity_run(lm, task: Task, n_items: int, seed: int, head_sets: np.nd
         out = {}
         for arm in ("matched", "mismatched"):
             items = task_items(task, stop, seed, arm, start)
-            out.update({f"{arm}_{k}": v for k, v in mask_items(lm, items, head_sets, "all", batch).items()})
+            out.update({f"{arm}_{k}": v for k, v in mask_items(lm, items, head_sets, "all", sets_per_forward).items()})
         return out
 
     return cache.cached_chunks("pointing_necessity", key, n_items, 10, compute)
 
 
-def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed: int, beta: float, cache, batch: int):
+def score_suite(
+    lm, tasks: dict[str, Task], head_sets: dict, *, n_items: int, seed: int, beta: float, cache, sets_per_forward: int
+):
     """The suite on one model: the leak audit of every task, then CERS and NCS of each of `head_sets`
     ({name: [L, H]}) and one layer-matched draw of it, on the tasks that pass the audit (a flagged task is
     not scored). Returns ({task: audit row + "plain accuracy"}, {task: {"cers", "ncs": {name: [N, 2]}}})."""
@@ -87,8 +91,8 @@ def score_suite(lm, tasks: dict[str, Task], head_sets: dict, n_items: int, seed:
         if not audits[task_name]["passes"]:
             continue
         per_item = {
-            "cers": cers(task_steering_run(lm, task, n_items, seed, stack, beta, cache, batch)),  # [N, 2 m]
-            "ncs": ncs(task_necessity_run(lm, task, n_items, seed, stack, cache, batch)),
+            "cers": cers(task_steering_run(lm, task, n_items, seed, stack, beta, cache, sets_per_forward)),  # [N, 2 m]
+            "ncs": ncs(task_necessity_run(lm, task, n_items, seed, stack, cache, sets_per_forward)),
         }
         scores[task_name] = {
             measure: {name: values[:, 2 * i : 2 * i + 2] for i, name in enumerate(head_sets)}
