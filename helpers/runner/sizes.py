@@ -87,6 +87,10 @@ def single_head_items(params) -> int:
     return min(size, SMOKE_SINGLE_HEAD_ITEMS) if params.smoke else size
 
 
+# The published methods of notebook 08 and the report card's --method (helpers/measures/methods scores them); kept
+# here so that parameter checks need no torch.
+METHOD_NAMES = ("gaze", "ver", "localization", "sparsemm", "ocr", "retrieval", "qrhead", "ablation", "attribution")
+
 # The control schemes of notebook 05's last table and the report card's --controls (helpers/measures/
 # control_schemes.py draws them): ours, then the field's draws; kept here so that parameter checks need no torch.
 CONTROL_SCHEMES = (
