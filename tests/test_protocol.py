@@ -26,6 +26,7 @@ from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.experiment import Experiment
+from tests.tiny_models import tiny_model
 
 SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
 SIZES.update(n_strips=32, n_splits=10)
@@ -237,6 +238,13 @@ def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkey
     score = method_score(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
     np.testing.assert_array_equal(record["mask"], top_k(score, 11))
     assert (tmp_path / "headsets" / "ver.json").exists()
+
+
+def test_a_region_method_is_refused_before_a_model_without_region_mapping_loads(tmp_path):
+    tiny_model("aya_vision", "sdpa").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="method 'gaze' reads the image tokens of regions. aya_vision"):
+        protocol.refuse_unservable("gaze", str(tmp_path))
+    protocol.refuse_unservable("ablation", str(tmp_path))  # no region read: served
 
 
 def test_the_card_needs_a_head_set_or_a_method():
