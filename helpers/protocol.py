@@ -6,10 +6,11 @@
     python -m helpers.protocol --model toy --method gaze                                    # a published method
 
 With `--method NAME` (gaze, ver, localization, sparsemm, ocr, retrieval, qrhead, ablation, attribution: the
-methods of helpers/measures/methods, notebook 08) the command first scores every head with the method on
-notebook 08's strips (its n_items, through the result cache), saves the top-k set (k: `--k`, else 08's) as a
-head-set file with the method's provenance (method, citation, parameters) in the run folder's headsets/, and
-passes it to the card beside any `--heads`. An unknown method is refused before any model loads.
+methods of helpers/measures/methods, notebook 08) the card (notebook 07's `method`) first scores every head with
+the method on notebook 08's strips (its n_items, through the result cache) on the model it loads for the card, so
+the model loads once, saves the top-k set (k: `--k`, else 08's) as a head-set file with the method's provenance
+(method, citation, parameters) in the run folder's headsets/, and cards it beside any `--heads`. An unknown
+method, or a region method on a family that maps no region, is refused before any model loads.
 
 The command runs notebooks/07_protocol.py through the same runner and cache as every notebook
 (helpers/run.py, one run folder) and the notebook writes report.md and report.html beside its executed
@@ -50,13 +51,10 @@ from helpers.measures import control_schemes
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
-    damage_table,
-    generic_damage_sets,
     layer_matched_controls,
     with_controls,
 )
 from helpers.measures.discovery import discover, setting_scores
-from helpers.measures.head_mass import mass_run
 from helpers.measures.methods import METHODS, check_method
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
@@ -125,8 +123,13 @@ class Protocol(Evaluation):
         # family maps regions to tokens; elsewhere they are "not run", with this reason
         self.no_regions = "" if self.lm.adapter.maps_regions else self.lm.adapter.no_region_mapping
         self.fingerprint = model_fingerprint(self.lm)
+        entries = list(params.heads)
+        if params.method is not None:  # discovered on the card's model, loaded once
+            folder = Path(params.out_dir) / "headsets"
+            entries.append(str(method_head_set(self.lm, params.method, params, folder, params.import_k)))
+            print(f"{params.method} head-set: {paths.shown(entries[-1])}", flush=True)
         self.head_sets = resolve_head_sets(
-            params.heads, params.data_dir, params.model, self.n_layers, self.n_heads, params.import_k
+            entries, params.data_dir, params.model, self.n_layers, self.n_heads, params.import_k
         )
         self.controls = getattr(params, "controls", None)  # a control scheme for the card's extra line, or None
 
@@ -264,14 +267,9 @@ class Protocol(Evaluation):
         return rows
 
     def damage(self, head_set: HeadSet) -> pd.DataFrame:
-        """05's Table 12 for the set: its generic-damage sets (masses read at the question and option rows of
-        the matched single-image items), each masked on the image arms and on the text arm."""
-        p = self.params
-        mass = mass_run(self.lm, p.eval_corpus, "single_matched", self.sizes["n_items"], p.seed, "prompt", self.cache)
-        sets = generic_damage_sets(head_set.mask, head_set.k, mass, p.seed)
-        stack = np.stack(list(sets.values()))  # [6, L, H]
-        image_run, text_run = self.mask(stack), self.mask(stack, arms=("text",), keys="text")
-        table = damage_table(sets, image_run, text_run)
+        """05's Table 12 for the set (Evaluation.generic_damage: masses read at the question and option rows of
+        the matched single-image items), named by the set."""
+        table = self.generic_damage(head_set.mask)
         table.insert(0, "head-set", head_set.name)
         return table
 
@@ -626,46 +624,45 @@ def write_report(
 # ----------------------------------------------------------------------------------------- the command
 
 
-def method_head_set(method: str, overrides: dict, folder: Path, k: int | None = None) -> Path:
-    """Discover a head-set with the published `method` (helpers/measures/methods) on notebook 08's strips, at the
-    card's model, device, dtype, seed, profile and smoke (08's n_items, through the result cache), and save its
-    top-k (k, else 08's k) as `<folder>/<method>.json` with the method's provenance. A region method on a family
-    that maps no region is refused before the model loads."""
-    from helpers.measures.methods import REGION_METHODS, check_method, citation
+def method_head_set(lm, method: str, params, folder: Path, k: int | None = None) -> Path:
+    """Discover a head-set with the published `method` (helpers/measures/methods) on the loaded model `lm`, on
+    notebook 08's strips at the card's seed, profile and smoke (08's n_items, through the card's result cache), and
+    save its top-k (k, else 08's k) as `<folder>/<method>.json` with the method's provenance."""
+    from helpers.measures.methods import citation
     from helpers.measures.methods.cached import ITEMS, method_score
     from helpers.measures.overlap import top_k
     from helpers.runner import params as checks
     from helpers.stimuli.design import k_for
 
-    check_method(method)
     declared = declared_parameters("08_methods")
-    card = declared_parameters("07_protocol")
-    given = {name: overrides.get(name, card.get(name)) for name in ("device", "dtype", "seed", "smoke", "profile")}
-    given = {name: value for name, value in given.items() if value is not None}
-    values = {"model": overrides["model"], "n_items": declared["n_items"], **given}
-    if overrides.get("cache_dir"):
-        values["cache_dir"] = overrides["cache_dir"]
-    p = checks.validate(values)
-    adapter = checks.model_adapter(p.model)
-    if method in REGION_METHODS and adapter is not None and not adapter.maps_regions:
-        raise ValueError(f"method {method!r} reads the image tokens of regions. {adapter.no_region_mapping}")
-    lm = load_model(p.model, device=p.device, dtype=p.dtype)
-    score = method_score(lm, method, p.n_items, p.seed, ResultCache(getattr(p, "cache_dir", None) or paths.CACHE))
+    n_items = checks.validate(
+        {"n_items": declared["n_items"], "profile": params.profile, "smoke": params.smoke}
+    ).n_items
+    score = method_score(lm, method, n_items, params.seed, ResultCache(params.cache_dir))
     k = k_for(score.size, declared["k"] if k is None else k)
     path = Path(folder) / f"{method}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     provenance = {
         "method": method,
         "citation": citation(method),
-        "parameters": {"n_items": p.n_items, "strips": ITEMS, "seed": p.seed, "k": k, "dtype": p.dtype},
+        "parameters": {"n_items": n_items, "strips": ITEMS, "seed": params.seed, "k": k, "dtype": params.dtype},
     }
-    selection = f"flat top-{k} of the {method} score over {p.n_items} strips (helpers/measures/methods)"
+    selection = f"flat top-{k} of the {method} score over {n_items} strips (helpers/measures/methods)"
     headsets.save(
-        path, model=p.model, setting=method, selection=selection, mask=top_k(score, k), scores=score,
+        path, model=params.model, setting=method, selection=selection, mask=top_k(score, k), scores=score,
         provenance=provenance,
     )  # fmt: skip
-    del lm
     return path
+
+
+def refuse_unservable(method: str, model: str) -> None:
+    """A region method on a family that maps no pixel region to tokens: a ValueError, before any model loads."""
+    from helpers.measures.methods import REGION_METHODS
+    from helpers.runner import params as checks
+
+    adapter = checks.model_adapter(model)
+    if method in REGION_METHODS and adapter is not None and not adapter.maps_regions:
+        raise ValueError(f"method {method!r} reads the image tokens of regions. {adapter.no_region_mapping}")
 
 
 def main(argv=None) -> None:
@@ -696,6 +693,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.method is not None:
         check_method(args.method)  # a ValueError naming the allowed methods, before any model loads
+        refuse_unservable(args.method, args.model)
     if not args.heads and args.method is None:
         parser.error("give --heads, --method, or both")
     if args.controls is not None:
@@ -720,9 +718,7 @@ def main(argv=None) -> None:
     folders = replace(folders, data=data)
     print(f"run folder: {folders.out}", flush=True)
     if args.method is not None:
-        path = method_head_set(args.method, overrides, folders.out / "headsets", args.k)
-        print(f"{args.method} head-set: {path}", flush=True)
-        overrides["heads"] = [*heads, str(path)]
+        overrides["method"] = args.method  # discovered in the card's kernel, on the model it loads for the card
     source = paths.NOTEBOOKS / "07_protocol.py"
     timings = run.run([source], overrides, paths.BUILD / "runner" / folders.out.name, folders)
     run.write_run_json(folders, overrides, timings)

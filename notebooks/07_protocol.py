@@ -26,6 +26,8 @@
 # cached chunks read back) or "paper" (N = 400, R = 100); `sizes` overrides any of them.
 # `controls` (a scheme of helpers/measures/control_schemes.py, e.g. "bottom5") adds a line: NCS against
 # the random sets that scheme of the field draws, its verdict beside the layer-matched one.
+# `method` (gaze, ver, ..., attribution: notebook 08's methods) adds the top-k set that method discovers on this
+# model, saved with its provenance in the run folder's headsets/.
 # `python -m helpers.protocol --model ... --heads ...` runs this notebook and leaves report.md and
 # report.html beside its executed copy.
 
@@ -34,6 +36,8 @@ model = "toy"
 device = "cpu"
 dtype = "float32"
 heads = ["co-ref-qsp"]
+# a published method (helpers/measures/methods): its top-k set is discovered on the card's model and carded too
+method = None
 import_k = None
 controls = None
 profile = "default"

@@ -37,7 +37,12 @@ row_agg = "mean"
 strips_per_forward = 16
 eval_corpus = "co"  # the methods' sets tested as notebooks 03 / 04 test the settings' sets
 n_eval = 20  # evaluation items of the NCS and CERS runs (MCQ pairs, grids)
-n_random = 20  # layer-matched random sets per method, and the any-layer sets all methods share
+# R: layer-matched random sets per method, and the any-layer sets all methods share. 179 is the least R at which
+# Holm across the 9 methods can reach p <= .05 (verdicts.holm_random_sets(9); tests/test_methods.py keeps it so):
+# at R = 20 the smallest Holm-adjusted rank p is 9 / 21 = .429 and no method could pass. Cost on the toy's CPU: about
+# 2 minutes of masking and steering per method at n_eval = 20 (20 CPU-minutes in all, against 2.5 at R = 20)
+n_random = 179
+n_splits = 200  # half-splits of each method's strips and each setting's strips (notebook 02's noise ceiling)
 beta = 10.0  # CERS steering strength (notebook 03's)
 rows = "all"
 sets_per_forward = 64
@@ -58,21 +63,24 @@ import seaborn as sns
 from helpers.engine import load_model
 from helpers.measures.controls import any_layer_sets, layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
-from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, rank_agreement
-from helpers.measures.methods.cached import method_score
-from helpers.measures.necessity import ncs, necessity_run
-from helpers.measures.overlap import overlap, top_k
+from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, PER_ITEM, rank_agreement
+from helpers.measures.methods.cached import method_run
+from helpers.measures.methods.ceiling import half_split_ceiling
+from helpers.measures.necessity import ncs
+from helpers.measures.overlap import half_split_overlaps, overlap, split_halves, top_k
 from helpers.measures.stats import against_random, holm, t_interval
-from helpers.measures.steering import cers, steering_run
+from helpers.measures.steering import cers
 from helpers.runner import params, report, sizes
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings
-from helpers.studies.verdicts import versus_random
+from helpers.studies.evaluation import Evaluation
+from helpers.studies.verdicts import damage_verdict, holm_random_sets, versus_random
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 cache = ResultCache(P.cache_dir)
+evaluation = Evaluation(lm, P.eval_corpus, P.n_eval, P.seed, cache, P.sets_per_forward, P.beta, P.rows)
 shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
 n_heads = shape[0] * shape[1]
 k_top = k_for(n_heads, P.k)
@@ -92,11 +100,12 @@ facts = report.table(facts, "methods_facts", P.out_dir)
 # the model or the strips is refused with its reason (FACTS' `needs`) and left out of the tables below.
 
 # %%
-scores, seconds, refused = {}, {}, {}
+runs, scores, seconds, refused = {}, {}, {}, {}
 for name in METHODS:
     start = time.perf_counter()
     try:
-        scores[name] = method_score(lm, name, P.n_items, P.seed, cache)
+        runs[name] = method_run(lm, name, P.n_items, P.seed, cache)
+        scores[name] = PER_ITEM[name][1](runs[name])
     except ValueError as error:
         refused[name] = str(error)
         print(f"{name} refused: {error}")
@@ -111,22 +120,47 @@ report.figure(fig, "methods_score_maps", P.out_dir)
 
 # %% [markdown]
 # ## Top-k overlap: the methods against each other and against the paper's 12 settings
+# The last row, `half-split ceiling`, is each column's noise ceiling: the heads its top-k on one half of its items
+# shares with its top-k on the other half, mean over `n_splits` random half-splits (notebook 02's ceiling). A method's
+# halves are halves of its `n_items` strips, scored by the method's own combine (a mean, or SparseMM's mean over
+# answered items, ...; a split where a half gives no score is left out: `ceiling splits` counts those kept); a
+# setting's are halves of its `n_strips` discovery strips. An overlap near a column's ceiling is as close as two
+# halves of that column's own data agree.
 
 # %%
-setting_scores = {
-    s: v.mean(0)
-    for s, v in all_setting_scores(
-        discover_all(lm, P.n_strips, P.seed, cache, P.strips_per_forward), P.key_agg, P.row_agg
-    ).items()
-}
+item_scores = all_setting_scores(
+    discover_all(lm, P.n_strips, P.seed, cache, P.strips_per_forward), P.key_agg, P.row_agg
+)  # setting -> [N, L, H]
+setting_scores = {s: v.mean(0) for s, v in item_scores.items()}
 sets = {name: top_k(score, k_top) for name, score in scores.items()}
 columns = {**sets, **{s: top_k(v, k_top) for s, v in setting_scores.items()}}
-matrix = pd.DataFrame({b: {a: overlap(sets[a], columns[b]) for a in sets} for b in columns})
-fig, ax = plt.subplots(figsize=(0.45 * len(columns) + 2, 0.45 * len(sets) + 1.5))
-sns.heatmap(matrix / k_top, annot=matrix, fmt="d", cmap="viridis", vmin=0, vmax=1, ax=ax, annot_kws={"fontsize": 7})
-ax.set_title(f"Top-{k_top} overlap: methods (rows) vs methods and the 12 settings (colour: share of k)")
+method_splits = split_halves(P.n_items, P.n_splits, P.seed)
+setting_splits = split_halves(P.n_strips, P.n_splits, P.seed)
+ceiling_runs = {name: half_split_ceiling(runs[name], PER_ITEM[name][1], k_top, method_splits) for name in sets}
+ceiling_runs.update({s: half_split_overlaps(v, v, k_top, setting_splits) for s, v in item_scores.items()})
+ceilings = pd.DataFrame(
+    {
+        "column": list(ceiling_runs),
+        "items per half": [P.n_items // 2 if c in sets else P.n_strips // 2 for c in ceiling_runs],
+        "ceiling splits": [int(np.isfinite(v).sum()) for v in ceiling_runs.values()],
+        "half-split ceiling": [np.nanmean(v) if np.isfinite(v).any() else np.nan for v in ceiling_runs.values()],
+    }
+)
+ceilings = report.table(ceilings, "methods_ceilings", P.out_dir, on="column")
+matrix = pd.DataFrame({b: {a: overlap(sets[a], columns[b]) for a in sets} for b in columns}).astype(float)
+matrix.loc["half-split ceiling"] = ceilings.set_index("column")["half-split ceiling"]
+fig, ax = plt.subplots(figsize=(0.45 * len(columns) + 2, 0.45 * len(matrix) + 1.5))
+annot = matrix.map(lambda v: f"{v:.0f}")
+annot.loc["half-split ceiling"] = matrix.loc["half-split ceiling"].map(lambda v: f"{v:.1f}")
+sns.heatmap(matrix / k_top, annot=annot, fmt="", cmap="viridis", vmin=0, vmax=1, ax=ax, annot_kws={"fontsize": 7})
+ax.axhline(len(sets), color="white", linewidth=2)  # the ceilings' row below the methods' rows
+ax.set_title(
+    f"Top-{k_top} overlap: methods (rows) vs methods and the 12 settings, and each column's half-split ceiling "
+    "(colour: share of k)"
+)
 report.figure(fig, "methods_overlap", P.out_dir)
-matrix = report.table(matrix.reset_index(names="method"), "methods_overlap", P.out_dir, float_format="%d")
+matrix = report.table(matrix.reset_index(names="method"), "methods_overlap", P.out_dir, float_format="%.1f")
+print(findings.methods_ceiling_sentence(matrix, k_top))
 
 # %% [markdown]
 # ## Which scores rank heads like exact single-head ablation?
@@ -163,28 +197,15 @@ agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on=
 # CERS (S steered to the answer's cell minus to a distractor's, beta = `beta`), each against R layer-matched random
 # sets of the method (stream "methods/layer-matched/<method>") and against R any-layer random sets of k heads that
 # every method shares (stream "methods/any-layer"). S with a 95% t-interval over items; p = rank p among the random
-# sets; Holm across the methods per measure and control (smallest possible: methods / (R + 1)); z; the effect
-# (per item, S minus the random sets' mean) with its t-interval; the verdict by the tables' one rule
-# (verdicts.versus_random on the Holm p and S - random mean). Overlap: S's shared heads with co-ref-qsp's top-k
-# (notebook 01's scores), per 100 of k.
+# sets; Holm across the methods per measure and control; z; the effect (per item, S minus the random sets' mean)
+# with its t-interval; the verdict by the tables' one rule (verdicts.versus_random on the Holm p and S - random
+# mean). No Holm-adjusted p can fall below methods / (R + 1): the sentence under the table gives that floor for this
+# run and the least R at which Holm across the tested methods can reach .05 (verdicts.holm_random_sets), the default
+# `n_random`.
 
 # %%
 R = sizes.n_random(P, "methods")
 R_any = sizes.n_random(P, "methods_any_layer")
-
-
-def ncs_values(sets: np.ndarray) -> np.ndarray:
-    """[N, n] per-item NCS of `sets` [n, L, H] (cached necessity run, as notebook 04's)."""
-    run = necessity_run(lm, P.eval_corpus, P.n_eval, P.seed, sets, P.rows, cache, sets_per_forward=P.sets_per_forward)
-    return ncs(run)
-
-
-def cers_values(sets: np.ndarray) -> np.ndarray:
-    """[N, n] per-item CERS of `sets` [n, L, H] (cached steering run, as notebook 03's)."""
-    run = steering_run(
-        lm, P.eval_corpus, P.n_eval, P.seed, sets, P.beta, P.rows, cache, sets_per_forward=P.sets_per_forward
-    )
-    return cers(run)
 
 
 def against(discovered: np.ndarray, random: np.ndarray) -> dict:
@@ -193,9 +214,10 @@ def against(discovered: np.ndarray, random: np.ndarray) -> dict:
     return {**against_random(discovered, random), "effect": effect, "effect low": low, "effect high": high}
 
 
-MEASURES = {"NCS": ncs_values, "CERS": cers_values}
+# measure -> (per-item score [N, n], the cached run of sets [n, L, H] it reads: notebook 04's masking, 03's steering)
+MEASURES = {"NCS": (ncs, evaluation.mask), "CERS": (cers, evaluation.steer)}
 any_sets = any_layer_sets(shape, k_top, R_any, sizes.stream(P.seed, "methods/any-layer"))
-any_values = {measure: values(any_sets) for measure, values in MEASURES.items()}  # [N, R_any]
+any_values = {measure: score(run(any_sets)) for measure, (score, run) in MEASURES.items()}  # [N, R_any]
 reference = top_k(setting_scores["co-ref-qsp"], k_top)
 stats, no_layer_match = [], {}
 for name, head_set in sets.items():
@@ -204,9 +226,9 @@ for name, head_set in sets.items():
     except ValueError as error:  # a layer holds more of S's heads than it has others
         controls, no_layer_match[name] = None, str(error)
         print(f"{name}: no layer-matched sets ({error})")
-    for measure, values in MEASURES.items():
+    for measure, (score, run) in MEASURES.items():
         stack = head_set[None] if controls is None else with_controls(head_set, controls)
-        per_item = values(stack)  # [N, 1 + R]
+        per_item = score(run(stack))  # [N, 1 + R]
         randoms = {"any-layer": any_values[measure]}
         if controls is not None:
             randoms = {"layer-matched": per_item[:, 1:], **randoms}
@@ -216,24 +238,60 @@ stats = pd.DataFrame(stats)
 stats["p Holm"] = stats.groupby(["measure", "control"])["p"].transform(lambda p: holm(p.to_numpy()))
 stats["verdict"] = [versus_random(p, s - r) for p, s, r in zip(stats["p Holm"], stats["S"], stats["random mean"])]
 stats = report.table(stats, "methods_validation_stats", P.out_dir, on=["method", "measure", "control"])
+print(findings.holm_reach_sentence(stats, {"layer-matched": R, "any-layer": R_any}, holm_random_sets(len(sets))))
 
+# %% [markdown]
+# ## Generic damage: is each method's set more necessary than sets that damage the model without being "visual"?
+# Notebook 05's Table 12 for each method's set S (Evaluation.generic_damage, the report card's): the k heads with the
+# most attention to the first token (attention sinks) or to the prompt text (masses at the question and option rows
+# of the `n_eval` matched single-image items), the whole layer(s) holding the fewest of S's heads, and 2k / 4k
+# random heads of any layer; each masked as S is for NCS, and with the text hidden on the text-solvable arm. The
+# verdict is the card's (verdicts.damage_verdict): pass when S's NCS lower bound (95% t-interval) exceeds every
+# generic-damage set's NCS by at least the minimum effect.
+
+# %%
+damage, damage_rows = [], {}
+for name, head_set in sets.items():
+    table = evaluation.generic_damage(head_set)
+    s_low = stats[(stats.method == name) & (stats.measure == "NCS")]["S low"].iloc[0]
+    verdict = damage_verdict(name, s_low, table, audits=[])
+    others = table[table["damage set"] != "discovered"]
+    worst = others.loc[others["NCS"].idxmax()]
+    damage_rows[name] = {
+        "damage NCS max": worst["NCS"],
+        "damage set of max": worst["damage set"],
+        "damage verdict": verdict.verdict,
+    }
+    damage.append(table.assign(method=name))
+damage = pd.concat(damage, ignore_index=True)
+damage = damage[["method", *damage.columns.drop("method")]]
+damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method", "damage set"])
+
+# %% [markdown]
+# ## The methods table
+# One row per method: overlap with co-ref-qsp, NCS and CERS against layer-matched and any-layer random sets (Holm
+# across the methods), the half-split ceiling of its strips, and its generic damage (the largest generic-damage NCS
+# and the card's verdict), beside each other; a refused method keeps its reason.
+
+# %%
+ceiling_of = ceilings.set_index("column")["half-split ceiling"]
 validation = []
 for name, head_set in sets.items():
     row = {
         "method": name,
         "kind": "causal reference" if name in CAUSAL_REFERENCES else "method",
         "overlap with co-ref-qsp per 100": 100 * overlap(head_set, reference) / k_top,
+        "half-split ceiling": ceiling_of[name],
     }
     for measure in MEASURES:
+        row[f"{measure} S"] = stats[(stats.method == name) & (stats.measure == measure)]["S"].iloc[0]
         for control, prefix in (("layer-matched", measure), ("any-layer", f"{measure} any-layer")):
             hit = stats[(stats.method == name) & (stats.measure == measure) & (stats.control == control)]
-            if control == "layer-matched":
-                row[f"{measure} S"] = hit["S"].iloc[0] if len(hit) else np.nan
             row[f"{prefix} random"] = hit["random mean"].iloc[0] if len(hit) else np.nan
             row[f"{prefix} p"] = hit["p"].iloc[0] if len(hit) else np.nan
             row[f"{prefix} p Holm"] = hit["p Holm"].iloc[0] if len(hit) else np.nan
             row[f"{prefix} verdict"] = hit["verdict"].iloc[0] if len(hit) else f"not run: {no_layer_match.get(name)}"
-    validation.append(row)
+    validation.append({**row, **damage_rows[name]})
 for name, reason in refused.items():
     validation.append({"method": name, "kind": "refused", "refused": reason})
 validation = pd.DataFrame(validation)
@@ -242,3 +300,4 @@ validation.insert(3, "R", R)
 validation.insert(4, "R any-layer", R_any)
 validation = report.table(validation, "methods_validation", P.out_dir, on="method")
 print(findings.methods_validation_sentence(validation))
+print(findings.methods_damage_sentence(validation))

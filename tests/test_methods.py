@@ -22,6 +22,8 @@ from helpers.measures.methods import (
     rank_agreement,
 )
 from helpers.measures.methods.cached import method_items, method_score
+from helpers.measures.methods.ceiling import half_split_ceiling
+from helpers.measures.methods.common import mean_score
 from helpers.measures.methods.gaze import gaze_from_panel_mass, panel_variants
 from helpers.measures.methods.localization import (
     chord_elbow,
@@ -30,12 +32,21 @@ from helpers.measures.methods.localization import (
     value_elbow,
 )
 from helpers.measures.methods.qrhead import doc_scores, null_item
-from helpers.measures.methods.top1_hits import hit_sum, longest_common_run, rouge1_recall, sparsemm_steps
+from helpers.measures.methods.top1_hits import (
+    hit_sum,
+    longest_common_run,
+    rouge1_recall,
+    sparsemm_combine,
+    sparsemm_steps,
+)
 from helpers.measures.methods.ver import ver_ratio, ver_score
+from helpers.measures.overlap import half_split_overlaps, split_halves
+from helpers.runner import params, sizes
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings
+from helpers.studies.verdicts import holm_floor, holm_random_sets
 
 # ------------------------------------------------------------------------------------------------ known cases
 
@@ -137,6 +148,33 @@ def test_qrhead_calibrated_doc_scores_drop_outlier_tokens():
     assert null.prompt.endswith("What is in N/A?") and null.query_text == "N/A"
 
 
+def test_a_means_half_split_ceiling_is_notebook_02s():
+    score = np.random.default_rng(0).random((10, 4, 5))
+    splits = split_halves(10, 7, 0)
+    expected = half_split_overlaps(score, score, 6, splits)
+    np.testing.assert_array_equal(half_split_ceiling({"score": score}, mean_score, 6, splits), expected)
+
+
+def test_a_half_without_a_score_leaves_its_split_out_of_the_ceiling():
+    """SparseMM's combine averages over answered items: a half with none of them gives no score (NaN split); the
+    other split's halves each rank heads by their own answered item."""
+    score = np.zeros((4, 1, 3))
+    score[0, 0] = [3, 2, 1]  # answered, item 0
+    score[1, 0] = [1, 2, 3]  # answered, item 1
+    run = {"score": score, "answered": np.array([1, 1, 0, 0]), "named": np.array([1, 1, 0, 0])}
+    splits = np.array([[[0, 1], [2, 3]], [[0, 2], [1, 3]]])  # items 0, 1 in one half; then one in each half
+    shared = half_split_ceiling(run, sparsemm_combine, 1, splits)
+    assert np.isnan(shared[0]) and shared[1] == 0  # top-1: head 0 on item 0's half, head 2 on item 1's
+    assert half_split_ceiling(run, sparsemm_combine, 2, splits[1:])[0] == 1  # top-2: {0, 1} and {1, 2}
+
+
+def test_holm_across_nine_methods_needs_179_random_sets_and_08_defaults_to_them():
+    assert holm_random_sets(len(METHODS)) == 179 and holm_floor(179, 9) <= 0.05 < holm_floor(178, 9)
+    assert holm_floor(20, 9) == pytest.approx(0.429, abs=5e-4) and holm_random_sets(1) == 19
+    assert params.declared_parameters("08_methods")["n_random"] == holm_random_sets(len(METHODS))
+    assert sizes.METHOD_NAMES == tuple(METHODS)
+
+
 def test_rank_agreement():
     assert rank_agreement(np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3) ** 2) == pytest.approx(1.0)
 
@@ -236,6 +274,45 @@ def test_methods_validation_sentence_applies_the_rule_after_holm():
     assert "NCS vs layer-matched (floor 0.095): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
     assert "CERS vs layer-matched (floor 0.095): gaze;" in text
     assert "Refused on this model or these strips: ocr." in text
+
+
+def test_holm_reach_sentence_names_the_floor_and_the_r_needed():
+    stats = pd.DataFrame(
+        {"method": ["gaze", "ver"] * 2, "measure": ["NCS"] * 4, "control": ["layer-matched"] * 2 + ["any-layer"] * 2}
+    )
+    text = findings.holm_reach_sentence(stats, {"layer-matched": 20, "any-layer": 60}, holm_random_sets(2))
+    assert "NCS vs layer-matched 0.095 (2 methods, R = 20); NCS vs any-layer 0.033 (2 methods, R = 60)" in text
+    assert "no method can pass under Holm there (NCS vs layer-matched)" in text and "from R = 39 random sets" in text
+
+
+def test_methods_ceiling_sentence_compares_each_method_with_its_own_ceiling():
+    matrix = pd.DataFrame(
+        {
+            "method": ["gaze", "ver", "half-split ceiling"],
+            "gaze": [4.0, 1.0, 3.5],
+            "ver": [1.0, 4.0, 0.5],
+            "co-ref-qsp": [2.0, 1.0, 3.0],
+            "cm-ref-qsp": [0.0, 3.0, 2.0],
+        }
+    )
+    text = findings.methods_ceiling_sentence(matrix, 4)
+    assert "gaze 3.5 / 2 (co-ref-qsp); ver 0.5 / 3 (cm-ref-qsp)" in text
+    assert "median 2.5 (range 2.0-3.0)" in text and "reaches their own ceiling: ver." in text
+
+
+def test_methods_damage_sentence_counts_the_cards_passes():
+    table = pd.DataFrame(
+        {
+            "method": ["gaze", "ver", "ocr"],
+            "kind": ["method", "method", "refused"],
+            "damage NCS max": [0.02, 0.3, np.nan],
+            "damage set of max": ["attention sinks", "random 4k", np.nan],
+            "damage verdict": ["pass", "fail", np.nan],
+        }
+    )
+    text = findings.methods_damage_sentence(table)
+    assert "1 of 2 methods' sets are more necessary" in text and ": gaze." in text
+    assert "largest generic-damage NCS: 0.300 (random 4k, beside ver's set)" in text
 
 
 def test_a_method_head_set_keeps_its_provenance(tmp_path):

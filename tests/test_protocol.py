@@ -14,14 +14,19 @@ from PIL import Image
 
 from helpers import protocol
 from helpers.measures.controls import layer_matched_controls, layer_matched_sets
+from helpers.measures.methods.cached import method_score
 from helpers.measures.necessity import ncs
+from helpers.measures.overlap import top_k
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
 from helpers.runner import params, sizes
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets, paths
+from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
+from helpers.studies.evaluation import Evaluation
 from helpers.studies.experiment import Experiment
+from tests.tiny_models import tiny_model
 
 SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
 SIZES.update(n_strips=32, n_splits=10)
@@ -30,7 +35,9 @@ AUDIT_CHECKS = {f"baseline: {name}" for name in verdicts.AUDIT_RANGES}
 
 
 def parameters(tmp_path, heads, **changes) -> SimpleNamespace:
-    values = dict(model="toy", device="cpu", dtype="float32", heads=heads, import_k=None, profile="default")
+    values = dict(
+        model="toy", device="cpu", dtype="float32", heads=heads, method=None, import_k=None, profile="default"
+    )
     values.update(
         sizes=SIZES, eval_corpus="co", beta=10.0, sets_per_forward=64, seed=0, interactive=False, smoke=False
     )
@@ -218,6 +225,45 @@ def test_the_command_writes_report_md_and_html(tmp_path, discovered):
     assert card["meta"]["sizes"]["n_items"] == 8 and len(card["verdicts"]) == len(PER_SET_CHECKS) + 4
     assert (tmp_path / "notebooks" / "07_protocol.ipynb").exists() and (tmp_path / "protocol_verdicts.csv").exists()
     assert SETTINGS.index("co-ref-qsp") == 10
+
+
+def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkeypatch):
+    loads, load = [], protocol.load_model
+    monkeypatch.setattr(protocol, "load_model", lambda *a, **kw: loads.append(a) or load(*a, **kw))
+    P = parameters(tmp_path, [], method="ver", smoke=True, out_dir=str(tmp_path))
+    card_protocol = protocol.Protocol(P)
+    assert len(loads) == 1 and [h.name for h in card_protocol.head_sets] == ["ver"]
+    record = card_protocol.head_sets[0].record
+    assert record["method"] == "ver" and record["parameters"]["n_items"] == params.SMOKE["n_items"]
+    score = method_score(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
+    np.testing.assert_array_equal(record["mask"], top_k(score, 11))
+    assert (tmp_path / "headsets" / "ver.json").exists()
+
+
+def test_a_region_method_is_refused_before_a_model_without_region_mapping_loads(tmp_path):
+    tiny_model("aya_vision", "sdpa").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="method 'gaze' reads the image tokens of regions. aya_vision"):
+        protocol.refuse_unservable("gaze", str(tmp_path))
+    protocol.refuse_unservable("ablation", str(tmp_path))  # no region read: served
+
+
+def test_the_card_needs_a_head_set_or_a_method():
+    with pytest.raises(params.ParameterError, match="or a `method` to discover one"):
+        params.validate({"heads": []})
+    assert params.validate({"heads": [], "method": "gaze"}).heads == []
+    with pytest.raises(params.ParameterError, match="published method: gaze, ver"):
+        params.validate({"method": "gazer"})
+
+
+def test_the_generic_damage_of_a_set_is_its_masking_runs(tmp_path):
+    """Evaluation.generic_damage's own row holds the NCS of S's necessity run, and its sets are Table 12's."""
+    mask = headsets.load(paths.DATA / "headsets" / "co-ref-qsp.json")["mask"]
+    lm = protocol.load_model("toy")
+    evaluation = Evaluation(lm, "co", 2, 0, ResultCache(tmp_path))
+    table = evaluation.generic_damage(mask)
+    assert table["damage set"].tolist()[0] == "discovered" and len(table) == 6
+    assert table["NCS"].iloc[0] == pytest.approx(ncs(evaluation.mask(mask[None])).mean())
+    assert table["overlap with S"].iloc[0] == mask.sum() and table["heads"].iloc[-1] == 4 * mask.sum()
 
 
 def test_verdicts_need_the_minimum_effect():

@@ -229,9 +229,15 @@ def _check_betas(value):
 
 def _check_heads(value):
     entries = [value] if isinstance(value, str) else value
-    if isinstance(entries, (list, tuple)) and entries and all(isinstance(e, str) and e for e in entries):
+    if isinstance(entries, (list, tuple)) and all(isinstance(e, str) and e for e in entries):
         return list(entries)
-    _fail("heads", value, "use a non-empty list of head-set files or discovery setting names, e.g. ['co-ref-qsp']")
+    _fail("heads", value, "use a list of head-set files or discovery setting names, e.g. ['co-ref-qsp']")
+
+
+def _check_method(value):
+    if value is None or value in sizes.METHOD_NAMES:
+        return value
+    _fail("method", value, f"use None or a published method: {', '.join(sizes.METHOD_NAMES)}")
 
 
 def _check_import_k(value):
@@ -314,6 +320,7 @@ CHECKS = {
     "heads": _check_heads,
     "import_k": _check_import_k,
     "controls": _check_controls,
+    "method": _check_method,
     "sizes": _check_sizes,
     "out_dir": _check_dir("out_dir"),
     "data_dir": _check_dir("data_dir"),
@@ -330,6 +337,8 @@ def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
     checked = {name: CHECKS[name](value) for name, value in params.items()}
+    if checked.get("heads") == [] and checked.get("method") is None:
+        _fail("heads", [], "give at least one head-set file or setting name, or a `method` to discover one")
     if checked.get("profile") == "paper":
         checked.update({n: v for n, v in sizes.PAPER_SIZES.items() if n in checked})
     if "dtype" in checked:  # "auto" -> bfloat16 on cuda, float32 elsewhere

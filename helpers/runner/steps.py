@@ -76,9 +76,10 @@ def _methods(p: dict) -> int:
     """Per strip: the attention reads and generations of the seven methods (about 12 forwards) and the
     single-head ablation (one copy per 32 heads of the toy's forwards, `L * H / 32`); then the 9 methods' top-k
     sets with their R layer-matched sets and the R any-layer sets they share, masked on both NCS arms and
-    steered to c and to d on `n_eval` items."""
+    steered to c and to d on `n_eval` items; each set's 6 generic-damage sets (its own first) masked on the two image
+    arms and on the text arm."""
     sets = 9 * (1 + p["n_random"]) + p["n_random"]
-    return p["n_items"] * (128 // 32 + 12) + p["n_eval"] * 2 * 2 * sets
+    return p["n_items"] * (128 // 32 + 12) + p["n_eval"] * 2 * 2 * sets + p["n_eval"] * 3 * 6 * 9
 
 
 def _controls(p: dict) -> int:
@@ -243,7 +244,9 @@ STEPS = {
             "methods_facts": "table",
             "methods_score_maps": "figure",
             "methods_overlap": "figure + table",
+            "methods_ceilings": "table",
             "methods_ablation_agreement": "table",
+            "methods_generic_damage": "table",
             "methods_validation": "table",
             "methods_validation_stats": "table",
         },

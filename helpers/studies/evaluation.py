@@ -1,4 +1,5 @@
-"""The evaluation runs of one model: the cached steering and masking runs every causal notebook makes.
+"""The evaluation runs of one model: the cached steering and masking runs every causal notebook makes, and the
+generic-damage table (notebook 05's Table 12) of a head-set built from them.
 
 One object holds what those runs share (the loaded model, the evaluation corpus and its item count, the
 seed, the result cache, copies per forward, the notebook's beta and rows), so notebooks 03-05
@@ -7,11 +8,15 @@ other's cached runs.
 
     evaluation = Evaluation(lm, "co", 100, 0, ResultCache(cache_dir), sets_per_forward=64, beta=10.0)
     values = ncs(evaluation.mask(sets))          # [N, n] for head-sets [n, L, H]
+    damage = evaluation.generic_damage(mask)     # Table 12's rows for one head-set [L, H]
 """
 
 import numpy as np
+import pandas as pd
 
 from helpers.engine import HIDE
+from helpers.measures.controls import damage_table, generic_damage_sets
+from helpers.measures.head_mass import mass_run
 from helpers.measures.necessity import ARMS, necessity_run
 from helpers.measures.steering import steering_run
 from helpers.storage.cache import ResultCache
@@ -76,3 +81,16 @@ class Evaluation:
             keys=keys,
             masking=masking,
         )
+
+    def single_mass(self) -> dict[str, np.ndarray]:
+        """Key group -> [L, H]: each head's attention mass at the question and option rows of the matched
+        single-image MCQs (cached; the masses Table 12's attention-sink and text-heavy sets are drawn from)."""
+        return mass_run(self.lm, self.corpus, "single_matched", self.n_items, self.seed, "prompt", self.cache)
+
+    def generic_damage(self, head_set: np.ndarray) -> pd.DataFrame:
+        """Table 12 for `head_set` [L, H] (helpers.measures.controls.damage_table): S and its generic-damage sets at
+        k = S's size, each with the image hidden on both image arms and with the text hidden on the text arm."""
+        head_set = np.asarray(head_set, dtype=bool)
+        sets = generic_damage_sets(head_set, int(head_set.sum()), self.single_mass(), self.seed)
+        stack = np.stack(list(sets.values()))  # [6, L, H]
+        return damage_table(sets, self.mask(stack), self.mask(stack, arms=("text",), keys="text"))

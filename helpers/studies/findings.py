@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import holm
-from helpers.studies.verdicts import ALPHA, BEATS, BELOW_MINIMUM, MIN_EFFECT, exceeds, holm_floor, versus_random
+from helpers.studies.verdicts import (
+    ALPHA,
+    BEATS,
+    BELOW_MINIMUM,
+    MIN_EFFECT,
+    PASS,
+    exceeds,
+    holm_floor,
+    versus_random,
+)
 
 
 def _names(settings: list[str]) -> str:
@@ -111,3 +120,61 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
     if refused:
         sentence += f" Refused on this model or these strips: {_names(refused)}."
     return sentence
+
+
+def holm_reach_sentence(stats: pd.DataFrame, n_random: dict[str, int], needed: int) -> str:
+    """Notebook 08: the smallest Holm-adjusted rank p any method can reach per control (the `stats` rows tested per
+    measure and control, `n_random`: control -> R), and `needed`, the least R at which Holm reaches ALPHA."""
+    parts, blocked = [], []
+    for (measure, control), rows in stats.groupby(["measure", "control"], sort=False):
+        floor = holm_floor(n_random[control], len(rows))
+        parts.append(f"{measure} vs {control} {floor:.3f} ({len(rows)} methods, R = {n_random[control]})")
+        if floor > ALPHA:
+            blocked.append(f"{measure} vs {control}")
+    text = f"This run, the smallest Holm-adjusted rank p any method can get: {'; '.join(parts)}."
+    if blocked:
+        text += (
+            f" Above {ALPHA:g}, so no method can pass under Holm there ({_names(blocked)}), whatever its sets do; "
+            f"Holm across these methods can reach {ALPHA:g} from R = {needed} random sets on."
+        )
+    else:
+        text += f" Holm across these methods can reach {ALPHA:g} from R = {needed} random sets on."
+    return text
+
+
+def methods_ceiling_sentence(matrix: pd.DataFrame, k: int) -> str:
+    """Notebook 08's overlap matrix (rows: methods, then "half-split ceiling"; columns: methods and settings): each
+    method's half-split ceiling beside its largest overlap with another column, and the methods whose largest
+    overlap with another method or setting reaches their own ceiling (as close to it as to a second half of their
+    own strips)."""
+    table = matrix.set_index("method")
+    ceiling = table.loc["half-split ceiling"]
+    methods = [m for m in table.index if m != "half-split ceiling"]
+    parts, reached = [], []
+    for method in methods:
+        others = table.loc[method].drop(method)
+        nearest = others.idxmax()
+        parts.append(f"{method} {ceiling[method]:.1f} / {others[nearest]:.0f} ({nearest})")
+        if np.isfinite(ceiling[method]) and others[nearest] >= ceiling[method]:
+            reached.append(method)
+    settings = ceiling.drop(methods)
+    return (
+        f"This run, top-{k}: each method's half-split ceiling / its largest overlap with another method or setting: "
+        + "; ".join(parts)
+        + f". The settings' ceilings: median {settings.median():.1f} (range {settings.min():.1f}-"
+        f"{settings.max():.1f}). Methods whose largest overlap reaches their own ceiling: {_names(reached)}."
+    )
+
+
+def methods_damage_sentence(table: pd.DataFrame) -> str:
+    """Notebook 08's methods table: whose set is more necessary than every generic-damage set (the card's verdict:
+    NCS lower bound at least MIN_EFFECT above the largest generic-damage NCS), and the largest generic-damage NCS."""
+    tested = table[table["kind"] != "refused"].set_index("method")
+    passed = tested.index[tested["damage verdict"] == PASS].tolist()
+    worst = tested["damage NCS max"].idxmax()
+    return (
+        f"This run, generic damage at each method's k: {len(passed)} of {len(tested)} methods' sets are more "
+        f"necessary (NCS lower bound >= {MIN_EFFECT:g} above every generic-damage set's NCS): {_names(passed)}. The "
+        f"largest generic-damage NCS: {tested.loc[worst, 'damage NCS max']:.3f} "
+        f"({tested.loc[worst, 'damage set of max']}, beside {worst}'s set)."
+    )

@@ -18,6 +18,7 @@ Rules (the thresholds are named constants, so a report states what it applied):
 - the beta sweep: pass when S steers MIN_EFFECT more than every one of its random sets at every beta.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,6 +122,19 @@ def z_estimable(random_sd: float) -> bool:
 def holm_floor(n_random: int, n_sets: int) -> float:
     """The smallest Holm-adjusted rank p any set can get: n_sets / (R + 1), capped at 1."""
     return min(1.0, n_sets / (n_random + 1))
+
+
+def holm_random_sets(n_sets: int, alpha: float = ALPHA) -> int:
+    """The least R at which Holm across `n_sets` sets can reach `alpha`: the least R with holm_floor(R, n_sets) <=
+    alpha (R + 1 >= n_sets / alpha)."""
+    if n_sets < 1 or not 0 < alpha < 1:
+        raise ValueError(f"n_sets={n_sets} must be >= 1 and alpha={alpha} in (0, 1)")
+    n_random = max(1, math.ceil(n_sets / alpha) - 1)
+    while holm_floor(n_random, n_sets) > alpha:  # n_sets / alpha rounded down in floating point
+        n_random += 1
+    while n_random > 1 and holm_floor(n_random - 1, n_sets) <= alpha:
+        n_random -= 1
+    return n_random
 
 
 def against_random_verdict(
