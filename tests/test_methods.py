@@ -172,6 +172,7 @@ def test_holm_across_nine_methods_needs_179_random_sets_and_08_defaults_to_them(
     assert holm_random_sets(len(METHODS)) == 179 and holm_floor(179, 9) <= 0.05 < holm_floor(178, 9)
     assert holm_floor(20, 9) == pytest.approx(0.429, abs=5e-4) and holm_random_sets(1) == 19
     assert params.declared_parameters("08_methods")["n_random"] == holm_random_sets(len(METHODS))
+    assert sizes.RANDOM_SETS["methods"]["paper"] == sizes.RANDOM_SETS["methods_any_layer"]["paper"] == 179
     assert sizes.METHOD_NAMES == tuple(METHODS)
 
 
