@@ -48,14 +48,22 @@ import numpy as np
 import pandas as pd
 
 from helpers.figures.causal import plot_against_random, plot_causal_example, plot_grid_contrast
+from helpers.measures.controls import per_layer_controls, with_controls
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
-from helpers.measures.steering import ncs_grid
+from helpers.measures.steering import cers
 from helpers.runner import params, report, sizes
 from helpers.stimuli.design import SETTINGS, parse_setting
 from helpers.studies import claims, findings
 from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
+from helpers.studies.region_contrast import (
+    attainable_ncs_grid,
+    grid_audit,
+    measure_columns,
+    region_contrast_runs,
+    region_contrast_table,
+)
 
 P = params.gather(globals(), "04_ncs")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 05
@@ -142,47 +150,62 @@ contrast = report.table(contrast, "ncs_source_contrast", P.out_dir, float_format
 print(claims.sentences(P.out_dir, ("necessity follows the source",)))
 
 # %% [markdown]
-# ## Table 5: at which query rows does necessity act?
-# The COCO-like settings' S masked from the image at every row, only at the prompt's question and
-# option rows, or only at the last row, each against its layer-matched random sets (R in its column);
-# 95% t-intervals over items, the interval of Table 3 whose all-rows values these repeat.
+# ## Table 5: at which query rows does necessity act, and with which heads?
+# Left half: the COCO-like settings' flat S masked from the image at every row, only at the prompt's
+# question and option rows, or only at the last row. Right half: the top-k heads of every layer instead
+# (`per layer`, notebook 01's per-layer sets; the paper: top-3 of each of 36 layers, 108 heads), its NCS
+# at every row and its CERS (β = `beta`) beside its random sets' mean CERS with the rank p. Each against
+# R layer-matched random sets (its column; the per-layer sets' draws are notebook 05's Table 13 draws);
+# 95% t-intervals over items. The paper reports co-ref-qsp's NCS as .126 at all rows, .140 at the question
+# and option rows and .000 at the last row, .046 for its per-layer set, and per-layer CERS rank p's of
+# .24-.38 against random.
 
 # %%
 row_settings = ["co-ref-qsp", "co-ord-qsp", "co-ref-last", "co-ord-last"]
 R5 = sizes.n_random(P, "table05")
+per_layer = exp.head_sets("_per_layer")
 table5 = []
 for s in row_settings:
     row = {"setting": s, "R": R5, "interval": "t"}
     for group in ("all", "prompt", "last"):
         result = against_controls(ncs(exp.mask_controls(s, R5, rows=group)))
-        row.update(
-            {
-                f"{group}": result["S"],
-                f"{group} low": result["S low"],
-                f"{group} high": result["S high"],
-                f"{group} p": result["p"],
-            }
-        )
-    table5.append(row)
+        row |= {group: result["S"], f"{group} low": result["S low"], f"{group} high": result["S high"]}
+        row |= {f"{group} random mean": result["random mean"], f"{group} p": result["p"]}
+    sets = with_controls(per_layer[s], per_layer_controls(per_layer[s], s, R5, P.seed))
+    necessity, steering = against_controls(ncs(exp.mask(sets))), against_controls(cers(exp.steer(sets)))
+    row |= {"per layer heads": int(per_layer[s].sum()), "per layer NCS": necessity["S"]}
+    row |= {"per layer NCS low": necessity["S low"], "per layer NCS high": necessity["S high"]}
+    row |= {"per layer NCS random mean": necessity["random mean"], "per layer NCS p": necessity["p"]}
+    row |= {"per layer CERS": steering["S"], "per layer CERS random mean": steering["random mean"]}
+    table5.append(row | {"per layer CERS p": steering["p"]})
 table5 = report.table(pd.DataFrame(table5), "table05_ncs_rows", P.out_dir, "table05_ncs_rows")
+print(findings.ncs_rows_sentence(table5))
 
 # %% [markdown]
-# ## Table 6: necessity as a region contrast on the grid
+# ## Tables 6 and 16: necessity as a region contrast on the leak-audited grid
 # NCS_grid = P(c | a distractor's cell hidden from S) − P(c | the target cell hidden from S): generic
-# damage cancels within each item. Against the same layer-matched random sets: R = 100 under
-# `profile="paper"` (the paper's floor .010), S with a 95% t-interval over items.
+# damage cancels within each item. One run gives both tables (helpers/studies/region_contrast.py, the
+# computation 06 repeats per model): Table 6 its NCS_grid columns beside the paper's, Table 16 also the
+# symmetric CERS of the same sets on the same grid. Against the same layer-matched random sets: R = 100
+# under `profile="paper"` (the paper's floor .010), S with a 95% t-interval over items. Beside them the
+# grid's audit (clean oracle and blank P(correct)) and the largest attainable NCS_grid, the contrast
+# with the cell hidden from every head (the paper: 0.716). The paper reports NCS_grid of .181-.268 for the
+# query-span and output-token sets and .001-.007 for the last-token sets, and symmetric CERS rank p's of
+# .21-.99 (the five comics rows its text gives).
 
 # %%
 R6 = sizes.n_random(P, "table06")
-table6 = pd.DataFrame(
-    [{"setting": s, **against_controls(ncs_grid(exp.hide_cells(exp.with_controls(s, R6))))} for s in SETTINGS]
-)
+contrast_runs = region_contrast_runs(exp, exp.discovered, {s: exp.controls(s, R6) for s in SETTINGS})
+region = region_contrast_table(contrast_runs, attainable_ncs_grid(exp), grid_audit(exp))
+table6 = measure_columns(region, "NCS_grid")
 setting_parts = table6.setting.str.split("-", n=1, expand=True)
 paper6 = report.reference("table06_ncs_grid").set_index("query_source")
 table6["paper NCS_grid"] = [paper6[f"paper_{c}_NCS_grid"].get(qs, np.nan) for c, qs in setting_parts.values]
 table6["paper p"] = [paper6[f"paper_{c}_p"].get(qs, np.nan) for c, qs in setting_parts.values]
 table6 = report.table(table6, "table06_ncs_grid", P.out_dir)
 report.figure(plot_against_random(table6, "NCS_grid"), "table06_ncs_grid", P.out_dir)
+print(findings.region_contrast_sentence(region))
+table16 = report.table(region, "table16_region_contrast", P.out_dir, "table16_region_contrast")
 
 # %% [markdown]
 # ## Figure 1 (causal panel) and Figure 8: one item through the tests

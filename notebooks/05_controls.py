@@ -65,6 +65,7 @@ from helpers.measures.controls import (
     damage_table,
     generic_damage_sets,
     layer_matched_sets,
+    per_layer_controls,
     with_controls,
 )
 from helpers.measures.head_mass import mass_run, set_mass_statistics
@@ -131,10 +132,14 @@ for s, S in discovered.items():
             "setting": s,
             "R": R9,
             "CERS S": cers_a[0],
+            "CERS random A": cers_a[1:].mean(),
             "CERS p A": rank_p(cers_a[0], cers_a[1:]),
+            "CERS random B": cers_b[1:].mean(),
             "CERS p B": rank_p(cers_b[0], cers_b[1:]),
             "NCS S": ncs_a[0],
+            "NCS random A": ncs_a[1:].mean(),
             "NCS p A": rank_p(ncs_a[0], ncs_a[1:]),
+            "NCS random B": ncs_b[1:].mean(),
             "NCS p B": rank_p(ncs_b[0], ncs_b[1:]),
             "image mass S": grid_mass["image"][S].mean(),
             "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched]),
@@ -142,6 +147,7 @@ for s, S in discovered.items():
         }
     )
 table9 = report.table(pd.DataFrame(table9), "table09_rank_p", P.out_dir, "table09_rank_p")
+print(findings.rank_p_sentence(table9))
 
 # %% [markdown]
 # ## Table 10: the referring + query-span sets against many random sets
@@ -208,8 +214,10 @@ per_layer = exp.head_sets("_per_layer")
 R13 = sizes.n_random(P, "table13")
 table13 = []
 for s in ("co-ref-qsp", "co-ord-qsp"):
-    per_layer_controls = layer_matched_sets(per_layer[s], R13, stream("table13/per-layer/{setting}", setting=s))
-    selections = {"flat": (discovered[s], exp.controls(s, R13)), "per layer": (per_layer[s], per_layer_controls)}
+    selections = {
+        "flat": (discovered[s], exp.controls(s, R13)),
+        "per layer": (per_layer[s], per_layer_controls(per_layer[s], s, R13, P.seed)),
+    }
     for selection, (head_set, controls) in selections.items():
         for row_group in ("all", "image", "prompt", "last"):
             row = against_controls(ncs(mask(with_controls(head_set, controls), row_group)))
@@ -225,6 +233,7 @@ for s in ("co-ref-qsp", "co-ord-qsp"):
 table13 = report.table(
     pd.DataFrame(table13), "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"]
 )
+print(findings.ncs_rows_groups_sentence(table13))
 
 # %% [markdown]
 # ## Table 14: NCS against the head-set size k
@@ -257,6 +266,7 @@ table14 = table14.merge(paper14, on=["setting", "k share"], how="left")
 table14 = report.table(table14, "table14_ncs_vs_k", P.out_dir)
 fig = plot_ncs_vs_k(table14.drop_duplicates(["setting", "k"]))
 report.figure(fig, "table14_ncs_vs_k", P.out_dir)
+print(findings.ncs_vs_k_sentence(table14))
 
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
@@ -291,6 +301,7 @@ for a, b, factor in pairs:
         row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
     table15.append(row)
 table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
+print(findings.shared_heads_sentence(table15))
 
 # %% [markdown]
 # ## Table 17: image-attention mass of the sets, and does it predict CERS?
@@ -323,6 +334,7 @@ for s in discovered:
 table17 = report.table(pd.DataFrame(table17), "table17_mass_cers", P.out_dir, "table17_mass_cers")
 fig = plot_mass_vs_cers(pd.DataFrame(points))
 report.figure(fig, "table17_mass_cers", P.out_dir)
+print(findings.mass_cers_sentence(table17))
 
 # %% [markdown]
 # ## The paper's claims beside this run
@@ -406,7 +418,7 @@ scheme_table = verdicts.scheme_verdicts(pd.DataFrame(scheme_rows))
 scheme_table = report.table(scheme_table, "control_schemes", P.out_dir, on=["scheme", "setting"])
 fig = plot_control_schemes(pd.DataFrame(scheme_points), scheme_table)
 report.figure(fig, "control_schemes", P.out_dir)
-scheme_sentence = verdicts.scheme_changes(scheme_table)
+scheme_sentence = findings.scheme_changes(scheme_table)
 (P.out_dir / "control_schemes_summary.md").write_text(scheme_sentence + "\n")
 print(scheme_sentence)
 

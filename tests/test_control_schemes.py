@@ -6,7 +6,7 @@ import pytest
 
 from helpers.measures import control_schemes as cs
 from helpers.runner import params, sizes
-from helpers.studies import verdicts
+from helpers.studies import findings, verdicts
 
 
 def _head_set():
@@ -164,18 +164,18 @@ def test_scheme_verdicts_adjust_within_a_scheme_and_call_unadjusted():
 
 def test_the_sentence_names_the_settings_a_scheme_changes():
     table = verdicts.scheme_verdicts(_scheme_table())
-    sentence = verdicts.scheme_changes(table)
+    sentence = findings.scheme_changes(table)
     assert "Against layer-matched random sets (R = 20), 3 of 3 settings not interpretable after Holm" in sentence
     assert "2 of 3 reach rank p <= 0.05" in sentence
     assert "bottom5 changes the unadjusted call of 1 setting(s): b (yes)" in sentence
     assert "same-band changes the unadjusted call of 1 setting(s): c (no)" in sentence
     unseeded = table[table.scheme == "layer-matched"].assign(scheme="unseeded", seeds=20)
     unseeded["seeds S beats"] = [20, 0, 7]
-    sentence = verdicts.scheme_changes(pd.concat([table, unseeded], ignore_index=True))
+    sentence = findings.scheme_changes(pd.concat([table, unseeded], ignore_index=True))
     assert "at every seed in 1 settings, at none in 1, and the call depends on the seed in 1 (c)." in sentence
     small = _scheme_table().assign(R=3)
     small.loc[small.scheme == "bottom5", "R"] = 20  # a scheme of more sets is named with its R
-    sentence = verdicts.scheme_changes(verdicts.scheme_verdicts(small))
+    sentence = findings.scheme_changes(verdicts.scheme_verdicts(small))
     assert "(at R = 3 no rank p can: its floor is 0.250)" in sentence and "bottom5 (R = 20) changes" in sentence
 
 

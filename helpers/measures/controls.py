@@ -97,6 +97,12 @@ def layer_matched_controls(head_set: np.ndarray, setting: str, n: int, seed: int
     return layer_matched_sets(head_set, n, sizes.stream(seed, "layer-matched/{setting}", setting=setting))
 
 
+def per_layer_controls(head_set: np.ndarray, setting: str, n: int, seed: int) -> np.ndarray:
+    """[n, L, H]: the layer-matched random sets of a setting's top-k-per-layer set, from the stream
+    "table13/per-layer/<setting>", so Tables 5 (04) and 13 (05) draw the same controls (the first n)."""
+    return layer_matched_sets(head_set, n, sizes.stream(seed, "table13/per-layer/{setting}", setting=setting))
+
+
 def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:
     """[1 + R, L, H]: S first, then its R random sets, the stack every S-against-random run takes."""
     return np.concatenate([np.asarray(head_set, dtype=bool)[None], np.asarray(controls, dtype=bool)])

@@ -125,3 +125,22 @@ def random_overlaps(scores: np.ndarray, k: int, n_draws: int, seed: int) -> np.n
     native = top_k(scores, k).ravel()
     rng = np.random.default_rng(seed)
     return np.array([native[rng.choice(native.size, k, replace=False)].sum() for _ in range(n_draws)])
+
+
+# Tables 2 / 21: the three query + source combinations of earlier work, and every combination measured against them
+NATIVE = ("ord-last", "ref-qsp", "ref-out")
+COMBINATIONS = ("ord-last", "ord-qsp", "ord-out", "ref-last", "ref-qsp", "ref-out")
+
+
+def crossover_overlaps(item_scores: dict[str, np.ndarray], corpus: str, k: int, n_sample: int) -> pd.DataFrame:
+    """Tables 2 / 21: each query + source combination's top-k from its scores on the first `n_sample` strips of
+    `corpus` (the crossover sample) against the native sets' top-k from all strips (`item_scores` {setting:
+    [N, L, H]}): shared heads per native set, and `own native` the combination's overlap with its own native set
+    (empty for a combination that has none), the agreement of one combination across the two samples."""
+    natives = {n: top_k(item_scores[f"{corpus}-{n}"].mean(0), k) for n in NATIVE}
+    rows = []
+    for c in COMBINATIONS:
+        sample = top_k(item_scores[f"{corpus}-{c}"][:n_sample].mean(0), k)
+        shared = {f"native {n}": overlap(sample, head_set) for n, head_set in natives.items()}
+        rows.append({"combination": c, "strips": n_sample, **shared, "own native": shared.get(f"native {c}")})
+    return pd.DataFrame(rows).astype({"own native": "Int64"})

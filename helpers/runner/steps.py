@@ -67,9 +67,11 @@ def _cers(p: dict) -> int:
 
 
 def _ncs(p: dict) -> int:
-    """12 settings' S + R on both arms, Table 5's two more row groups on 4 settings, Table 6's grid hides."""
+    """12 settings' S + R on both arms, Table 5's two more row groups on 4 settings and its 4 per-layer sets' S + R
+    masked on both arms and steered to c and to d, Tables 6 / 16's grid hides and steers (the steers are 03's runs
+    where its R is the same) and the all-heads hide."""
     per_setting = (1 + p["n_random"]) * p["n_items"] * 2
-    return per_setting * (N_SETTINGS + 4 * 2 + N_SETTINGS)
+    return per_setting * (N_SETTINGS + 4 * 2 + 4 * 2 + N_SETTINGS * 2) + p["n_items"] * 2
 
 
 def _methods(p: dict) -> int:
@@ -175,10 +177,11 @@ STEPS = {
             "ncs_source_contrast": "table",
             "table05_ncs_rows": "table",
             "table06_ncs_grid": "figure + table",
+            "table16_region_contrast": "table",
             "fig01_causal_panel": "figure",
             "fig08_cers_vs_ncs": "figure",
         },
-        data_reads=HEADSETS,
+        data_reads=HEADSETS + HEADSETS_PER_LAYER,
         forwards=_ncs,
     ),
     "05_controls": Step(
@@ -205,7 +208,7 @@ STEPS = {
         writes={
             "table22_baseline_audit": "table",
             "table19_second_model": "table",
-            "table16_region_contrast": "table",
+            "table16_region_contrast_models": "table",
             "table08_further_models": "table",
             "table24_ood_models": "table",
             "fig07_cross_model_overlap": "figure + table",

@@ -130,13 +130,16 @@ ARTEFACTS = (
         "Where and with which heads necessity acts: rows masked, flat top-100 vs. top-3 per layer (COCO)",
         ("table05_ncs_rows", "table13_ncs_rows"),
         FULL,
-        "the flat sets in table05_ncs_rows; the top-k-per-layer sets (the paper's right half) in table13_ncs_rows",
+        "both halves in table05_ncs_rows (per layer: NCS, CERS / random mean, p; the paper's per-layer CERS is not in "
+        "its reference data); the per-layer sets' row groups in table13_ncs_rows",
     ),
     Artefact(
         "Table 6",
         "Necessity as a region contrast on the leak-audited grid, rank p against layer-matched sets",
         ("table06_ncs_grid",),
         FULL,
+        "the NCS_grid columns of 04's one region-contrast run (Table 16's), with the grid audit and the largest "
+        "attainable NCS_grid (the cell hidden from every head)",
     ),
     Artefact(
         "Table 8",
@@ -183,9 +186,10 @@ ARTEFACTS = (
     Artefact(
         "Table 16",
         "Region-contrast NCS and symmetric CERS on the leak-audited grid, with R",
-        ("table16_region_contrast",),
+        ("table16_region_contrast", "table16_region_contrast_models"),
         FULL,
-        "on each of 06's `models` that passes the baseline audit",
+        "04's run of Table 6 with its symmetric CERS (the same sets, grid and R); the same computation per model "
+        "of 06's `models` that passes the baseline audit",
     ),
     Artefact(
         "Table 17", "Image-attention mass of the head-sets and its relation to CERS", ("table17_mass_cers",), FULL
@@ -209,6 +213,7 @@ ARTEFACTS = (
         "Top-20 overlap of the crossover combinations with the native head-sets",
         ("table21_crossover_overlap",),
         FULL,
+        "every combination from half the COCO-like strips (the paper: 200) against the native sets from all strips",
     ),
     Artefact(
         "Table 22",

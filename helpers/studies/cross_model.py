@@ -20,7 +20,7 @@ from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
 from helpers.measures.stats import against_random, paired_t
-from helpers.measures.steering import cers, ncs_grid, symmetric_cers
+from helpers.measures.steering import cers
 from helpers.runner import sizes
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
@@ -124,18 +124,6 @@ def causal_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:
         accuracy = float((steered["p_clean"].argmax(1) == steered["correct"]).mean())
         out[s] = {"ncs": ncs(masked), "mismatched drop": drop(masked, "mismatched"), "cers": cers(steered)}
         out[s]["grid accuracy"] = accuracy
-    return out
-
-
-def region_contrast_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:
-    """Table 16: {setting: {"NCS_grid", "symmetric CERS": [N, 1 + R]}} of S and its R layer-matched sets on the
-    grid: a cell hidden from the set (bias HIDE) and the set steered with the evaluation's beta."""
-    controls = controls_of(head_sets, n_random, evaluation.seed)  # setting -> [R, L, H]
-    out = {}
-    for s, head_set in head_sets.items():
-        sets = with_controls(head_set, controls[s])  # [1 + R, L, H]
-        hidden, steered = evaluation.hide_cells(sets), evaluation.steer(sets)
-        out[s] = {"NCS_grid": ncs_grid(hidden), "symmetric CERS": symmetric_cers(steered)}
     return out
 
 

@@ -21,6 +21,8 @@ from helpers.studies.verdicts import (
     versus_random,
 )
 
+RULE = f"rank p <= {ALPHA:g} and S - random mean >= {MIN_EFFECT:g}"
+
 
 def _names(settings: list[str]) -> str:
     return ", ".join(settings) if settings else "none"
@@ -178,3 +180,211 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
         f"largest generic-damage NCS: {tested.loc[worst, 'damage NCS max']:.3f} "
         f"({tested.loc[worst, 'damage set of max']}, beside {worst}'s set)."
     )
+
+
+def _beats(names, p, s, random_mean) -> list[str]:
+    """The names whose (p, S - random mean) passes versus_random."""
+    return [n for n, pi, si, ri in zip(names, p, s, random_mean) if versus_random(pi, si - ri) == BEATS]
+
+
+def ncs_rows_sentence(table: pd.DataFrame) -> str:
+    """Table 5: per row group of the flat sets and for the top-k-per-layer sets (NCS and CERS), which settings
+    beat their random sets (versus_random, unadjusted), with co-ref-qsp's values."""
+    names = table["setting"].tolist()
+    parts = [
+        f"{group} rows {_names(_beats(names, table[f'{group} p'], table[group], table[f'{group} random mean']))}"
+        for group in ("all", "prompt", "last")
+    ]
+    per_layer = "per layer"
+    ncs_beats = _beats(
+        names, table[f"{per_layer} NCS p"], table[f"{per_layer} NCS"], table[f"{per_layer} NCS random mean"]
+    )
+    cers_beats = _beats(
+        names, table[f"{per_layer} CERS p"], table[f"{per_layer} CERS"], table[f"{per_layer} CERS random mean"]
+    )
+    rows = table.set_index("setting")
+    shown = ", ".join(
+        f"{s}: all {rows.loc[s, 'all']:.3f}, prompt {rows.loc[s, 'prompt']:.3f}, last {rows.loc[s, 'last']:.3f}, "
+        f"per layer {rows.loc[s, 'per layer NCS']:.3f}"
+        for s in rows.index[:1]
+    )
+    return (
+        f"This run ({RULE}, R = {int(table['R'].max())}): flat sets whose NCS beats their random sets at "
+        + "; ".join(parts)
+        + f". Top-k-per-layer sets: NCS {_names(ncs_beats)}; CERS {_names(cers_beats)}. NCS of {shown}."
+    )
+
+
+def region_contrast_sentence(table: pd.DataFrame) -> str:
+    """Tables 6 / 16 (04, or 06 with a model column): which sets' NCS_grid and symmetric CERS beat their random
+    sets (versus_random, unadjusted), the largest NCS_grid as a share of the largest attainable, and the grid
+    audit."""
+    parts = []
+    groups = table.groupby("model", sort=False) if "model" in table else [(None, table)]
+    for model, rows in groups:
+        names = rows["setting"].tolist()
+        beats = {
+            m: _beats(names, rows[f"{m} p"], rows[f"{m} S"], rows[f"{m} random mean"])
+            for m in ("NCS_grid", "symmetric CERS")
+            if f"{m} p" in rows
+        }
+        attainable = float(rows["largest attainable NCS_grid"].iloc[0])
+        best = rows.loc[rows["NCS_grid S"].idxmax()]
+        share = best["NCS_grid S"] / attainable if exceeds(attainable) else np.nan
+        text = (
+            f"{model + ': ' if model else ''}grid audit {rows['grid audit'].iloc[0]} (oracle "
+            f"{rows['grid oracle'].iloc[0]:.3f}, blank {rows['grid blank'].iloc[0]:.3f}); "
+            + "; ".join(f"{m} beats random in {len(b)} of {len(rows)}: {_names(b)}" for m, b in beats.items())
+            + f"; the largest NCS_grid, {best['setting']} {best['NCS_grid S']:.3f}, is "
+            + (
+                f"{share:.0%} of the largest attainable {attainable:.3f}"
+                if np.isfinite(share)
+                else f"beside a largest attainable of {attainable:.3f} (below {MIN_EFFECT:g}: no share)"
+            )
+        )
+        parts.append(text)
+    r = int(table["R"].max()) if len(table) else 0
+    return f"This run ({RULE}, R = {r}): " + (" | ".join(parts) if parts else "no model scored") + "."
+
+
+def rank_p_sentence(table: pd.DataFrame) -> str:
+    """Table 9: per measure, which settings beat layer-matched (A) and layer- and attention-matched (B) random
+    sets (versus_random, unadjusted), and the settings whose call changes from A to B."""
+    names = table["setting"].tolist()
+    parts = []
+    for measure in ("CERS", "NCS"):
+        a = _beats(names, table[f"{measure} p A"], table[f"{measure} S"], table[f"{measure} random A"])
+        b = _beats(names, table[f"{measure} p B"], table[f"{measure} S"], table[f"{measure} random B"])
+        changed = sorted(set(a) ^ set(b), key=names.index)
+        parts.append(f"{measure}: A {len(a)} of {len(names)} ({_names(a)}), B {len(b)} ({_names(b)}), "
+                     f"call changed from A to B: {_names(changed)}")  # fmt: skip
+    return (
+        f"This run ({RULE}, R = {int(table['R'].max())}), settings that beat their random sets: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def ncs_rows_groups_sentence(table: pd.DataFrame) -> str:
+    """Table 13: per selection (flat, per layer) and row group, which settings beat their random sets."""
+    parts = []
+    for (selection, rows), group in table.groupby(["selection", "rows"], sort=False):
+        beats = _beats(group["setting"], group["p"], group["S"], group["random mean"])
+        values = ", ".join(f"{s} {v:.3f}" for s, v in zip(group["setting"], group["S"]))
+        parts.append(f"{selection} at {rows} rows: {_names(beats)} ({values})")
+    return (
+        f"This run ({RULE}, R = {int(table['R'].max())}), sets that beat their random sets: " + "; ".join(parts) + "."
+    )
+
+
+def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
+    """Table 14: per setting, the k at which the top-k set beats its random sets and the k of its largest NCS."""
+    parts = []
+    for setting, rows in table.groupby("setting", sort=False):
+        beats = _beats(rows["k"].astype(int).astype(str), rows["p"], rows["S"], rows["random mean"])
+        best = rows.loc[rows["S"].idxmax()]
+        parts.append(f"{setting} at k = {_names(beats)} of {', '.join(map(str, rows['k'].astype(int)))} "
+                     f"(largest NCS {best['S']:.3f} at k = {int(best['k'])})")  # fmt: skip
+    return f"This run ({RULE}), top-k sets that beat their random sets: " + "; ".join(parts) + "."
+
+
+def shared_heads_sentence(table: pd.DataFrame) -> str:
+    """Table 15: per part (shared, a only, b only), the pairs whose part's NCS exceeds its random sets' mean
+    (versus_random on the paired one-sided p and the excess) and the pairs where the part is empty."""
+    parts = []
+    pairs = [f"{a} / {b}" for a, b in zip(table["a"], table["b"])]
+    for part in ("shared", "a-only", "b-only"):
+        excess, p = table[f"{part} excess"], table[f"{part} p"]
+        beats = [n for n, pi, e in zip(pairs, p, excess) if np.isfinite(pi) and versus_random(pi, e) == BEATS]
+        empty = int(p.isna().sum())
+        parts.append(f"{part} {len(beats)} of {len(pairs) - empty} ({_names(beats)})")
+    return (
+        f"This run (paired one-sided p <= {ALPHA:g} and excess >= {MIN_EFFECT:g}), parts whose NCS exceeds their "
+        f"same-size random controls: " + "; ".join(parts) + "."
+    )
+
+
+def mass_cers_sentence(table: pd.DataFrame) -> str:
+    """Table 17: in how many settings S's mean image mass lies above every random set's, and the range of the
+    Spearman rho between the mean mass and CERS across the random sets."""
+    above = table.loc[table["mass S"] > table["mass random max"], "setting"].tolist()
+    rho = table["rho mean"].dropna()
+    spread = f"{rho.min():.2f} to {rho.max():.2f} (median {rho.median():.2f})" if len(rho) else "not estimable"
+    return (
+        f"This run (R = {int(table['R'].max())}): S's mean image mass lies above every random set's in "
+        f"{len(above)} of {len(table)} settings ({_names(above)}); Spearman rho of the mean mass with CERS "
+        f"across the random sets: {spread} over {len(rho)} settings."
+    )
+
+
+def crossover_sentence(table: pd.DataFrame, k: int) -> str:
+    """Tables 2 / 21: each crossover combination's largest overlap with a native set, and each native
+    combination's overlap with its own native set, per k heads."""
+    natives = [c for c in table.columns if c.startswith("native ")]
+    own = table.dropna(subset=["own native"])
+    crossing = table[table["own native"].isna()]
+    most = ", ".join(f"{row['combination']} {int(max(row[c] for c in natives))}" for _, row in crossing.iterrows())
+    kept = ", ".join(f"{c} {int(v)}" for c, v in zip(own["combination"], own["own native"]))
+    return (
+        f"This run, top-{k} from {int(table['strips'].iloc[0])} strips: the most heads a crossover combination "
+        f"shares with any native set: {most}; a native combination's heads kept in its own native set: {kept}."
+    )
+
+
+# ------------------------------------------------------------------ control schemes (notebook 05, issue 40)
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str:
+    """A sentence, computed from `scheme_verdicts`' table, on which schemes change a setting's verdict
+    (Holm) or its unadjusted call relative to the `reference` scheme; with the unseeded scheme's
+    'seeds S beats' column, how many settings' calls depend on the seed."""
+    ref = table[table["scheme"] == reference].set_index("setting")
+    n, r = len(ref), int(ref["R"].iloc[0])
+    tally = ref["verdict"].value_counts()
+    floor = f" (at R = {r} no rank p can: its floor is {1 / (r + 1):.3f})" if 1 / (r + 1) > ALPHA else ""
+    parts = [
+        f"Against {reference} random sets (R = {r}), "
+        + ", ".join(f"{count} of {n} settings {verdict}" for verdict, count in tally.items())
+        + f" after Holm, and {int(ref['significant'].sum())} of {n} reach rank p <= {ALPHA:g} with S above the "
+        f"random mean by >= {MIN_EFFECT:g} unadjusted{floor}."
+    ]
+    same, changes = [], []
+    for scheme, rows in table[table["scheme"] != reference].groupby("scheme", sort=False):
+        rows = rows.set_index("setting").loc[ref.index]
+        verdict = [f"{s} ({ref.loc[s, 'verdict']} -> {rows.loc[s, 'verdict']})" for s in ref.index
+                   if rows.loc[s, "verdict"] != ref.loc[s, "verdict"]]  # fmt: skip
+        call = [f"{s} ({'yes' if rows.loc[s, 'significant'] else 'no'})" for s in ref.index
+                if bool(rows.loc[s, "significant"]) != bool(ref.loc[s, "significant"])]  # fmt: skip
+        if not verdict and not call:
+            same.append(scheme)
+            continue
+        said = []
+        if verdict:
+            said.append(f"the Holm verdict of {len(verdict)} setting(s): {_listed(verdict)}")
+        if call:
+            said.append(f"the unadjusted call of {len(call)} setting(s): {_listed(call)}")
+        other_r = sorted(set(rows["R"].astype(int)) - {r})
+        named = f"{scheme} (R = {', '.join(map(str, other_r))})" if other_r else scheme
+        changes.append(f"{named} changes " + " and ".join(said))
+    if changes:
+        parts.append("; ".join(changes) + ".")
+    if same:
+        parts.append(f"{_listed(same, len(same))} change no setting's verdict or call.")
+    else:
+        parts.append("Every other scheme changes at least one setting's verdict or call.")
+    seeds = table[(table["scheme"] == "unseeded")] if "seeds S beats" in table else table.iloc[:0]
+    if len(seeds):
+        beats, total = seeds["seeds S beats"].astype(int), seeds["seeds"].astype(int)
+        split = seeds.loc[(beats > 0) & (beats < total), "setting"].tolist()
+        parts.append(
+            f"Over {int(total.iloc[0])} seeds of the unseeded draw, S beats the seed's random sets by >= "
+            f"{MIN_EFFECT:g} at every seed in {int((beats == total).sum())} settings, at none in "
+            f"{int((beats == 0).sum())}, and the call depends on the seed in {len(split)}"
+            + (f" ({_listed(split)})." if split else ".")
+        )
+    return " ".join(parts)
