@@ -62,8 +62,6 @@ from helpers.figures.controls import plot_control_schemes, plot_generic_damage, 
 from helpers.measures import control_schemes
 from helpers.measures.controls import (
     attention_matched_sets,
-    damage_table,
-    generic_damage_sets,
     layer_matched_sets,
     per_layer_controls,
     with_controls,
@@ -101,7 +99,7 @@ def against_controls(values: np.ndarray) -> dict:
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
 # each score is measured on: the grids (CERS) and the matched single-image MCQs (NCS).
 grid_mass = mass_run(exp.lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", exp.cache)
-single_mass = mass_run(exp.lm, P.eval_corpus, "single_matched", P.n_items, P.seed, "prompt", exp.cache)
+single_mass = exp.single_mass()
 print(
     f"{exp.describe()}; "
     f"image mass per head: grids "
@@ -194,10 +192,7 @@ table10 = report.table(table10, "table10_large_r", P.out_dir, float_format="%.4f
 
 # %%
 damage_setting = "co-ref-qsp"
-damage_sets = generic_damage_sets(discovered[damage_setting], exp.k, single_mass, P.seed)
-stack = np.stack(list(damage_sets.values()))  # [6, L, H]
-image_run, text_run = mask(stack), mask(stack, arms=("text",), keys="text")
-table12 = damage_table(damage_sets, image_run, text_run).rename(columns={"damage set": "head-set"})
+table12 = exp.generic_damage(discovered[damage_setting]).rename(columns={"damage set": "head-set"})
 table12 = report.table(table12, "table12_generic_damage", P.out_dir, "table12_generic_damage", on="head-set")
 fig = plot_generic_damage(table12, damage_setting)
 report.figure(fig, "table12_generic_damage", P.out_dir)
