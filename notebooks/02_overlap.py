@@ -49,7 +49,7 @@ from helpers.engine import load_model
 from helpers.figures.overlap import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.overlap import (
-    NATIVE,
+    NATIVE_COMBINATIONS,
     ceiling_table,
     crossover_overlaps,
     half_split_overlaps,
@@ -167,12 +167,12 @@ curve = report.table(curve, "fig06_topk_curve", P.out_dir)
 # ## Figure 7: native head-sets against a uniform random draw (the chance line)
 
 # %%
-natives = {n: mean_scores[f"co-{n}"] for n in NATIVE}
+natives = {n: mean_scores[f"co-{n}"] for n in NATIVE_COMBINATIONS}
 between = pd.DataFrame(
     [
         {"pair": f"{a} vs {b}", "overlap": overlap(top_k(natives[a], k_top), top_k(natives[b], k_top))}
-        for i, a in enumerate(NATIVE)
-        for b in NATIVE[i + 1 :]
+        for i, a in enumerate(NATIVE_COMBINATIONS)
+        for b in NATIVE_COMBINATIONS[i + 1 :]
     ]
 )
 chance = {n: random_overlaps(s, k_top, 1000, P.seed) for n, s in natives.items()}

@@ -128,7 +128,7 @@ def random_overlaps(scores: np.ndarray, k: int, n_draws: int, seed: int) -> np.n
 
 
 # Tables 2 / 21: the three query + source combinations of earlier work, and every combination measured against them
-NATIVE = ("ord-last", "ref-qsp", "ref-out")
+NATIVE_COMBINATIONS = ("ord-last", "ref-qsp", "ref-out")
 COMBINATIONS = ("ord-last", "ord-qsp", "ord-out", "ref-last", "ref-qsp", "ref-out")
 
 
@@ -137,7 +137,7 @@ def crossover_overlaps(item_scores: dict[str, np.ndarray], corpus: str, k: int, 
     `corpus` (the crossover sample) against the native sets' top-k from all strips (`item_scores` {setting:
     [N, L, H]}): shared heads per native set, and `own native` the combination's overlap with its own native set
     (empty for a combination that has none), the agreement of one combination across the two samples."""
-    natives = {n: top_k(item_scores[f"{corpus}-{n}"].mean(0), k) for n in NATIVE}
+    natives = {n: top_k(item_scores[f"{corpus}-{n}"].mean(0), k) for n in NATIVE_COMBINATIONS}
     rows = []
     for c in COMBINATIONS:
         sample = top_k(item_scores[f"{corpus}-{c}"][:n_sample].mean(0), k)
