@@ -152,3 +152,20 @@ def test_onevision_anyres_max_shrinks_the_tiles_grid():
         tiles = adapter.views(inputs, size, 0, 0)[1]
         assert isinstance(tiles, ResampledView) and tiles.grid[0] * tiles.grid[1] < tiles.source[0] * tiles.source[1]
         assert tiles.grid[0] * tiles.grid[1] <= 16 * 1.1**2
+
+
+def test_layouts_the_mapping_does_not_model_are_refused_with_the_reason():
+    """LFM2-VL without its image markers runs the pictures together; Ovis 2 with a tile edge of patches that
+    hidden_stride does not divide pads the last token row and column."""
+    processor = tiny_processor("lfm2_vl")
+    adapter = adapter_for(REGION_CONFIGS["lfm2_vl"](), processor)
+    bare = processor(
+        text=[f"a {processor.image_token} b"], images=[_image((200, 130))], use_image_special_tokens=False,
+        return_tensors="pt",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="use_image_special_tokens=True"):
+        adapter.region_positions(bare, (0, 0, 10, 10), (200, 130))
+    config = REGION_CONFIGS["ovis2"]()
+    config.vision_config.image_size = 21  # 3 x 3 patches of 7 px, strided by 2
+    with pytest.raises(ValueError, match="not a multiple of hidden_stride 2"):
+        adapter_for(config)
