@@ -414,20 +414,17 @@ def _run_images(input_ids: torch.Tensor, image_token_id: int, marked: str) -> li
     images_per_row = []
     for row in input_ids:
         runs = [torch.arange(start, start + length) for start, length in _runs(row == image_token_id)]
-        if not runs:
-            images_per_row.append([])
-            continue
-        tag = {"last": row[runs[-1][0] - 1], "first": row[runs[0][0] - 1]}.get(marked)
-        if marked == "end":
-            tag = row[runs[-1][-1] + 1] if runs[-1][-1] + 1 < len(row) else None
+        before = [int(row[run[0] - 1]) for run in runs]  # the token before each run
+        after = [int(row[run[-1] + 1]) if run[-1] + 1 < len(row) else None for run in runs]
         images, current = [], []
-        for run in runs:
-            if marked == "first" and current and row[run[0] - 1] == tag:
-                images, current = [*images, current], []
+        for k, run in enumerate(runs):
+            if marked == "first" and current and before[k] == before[0]:
+                images.append(current)
+                current = []
             current.append(run)
-            after = row[run[-1] + 1] if run[-1] + 1 < len(row) else None
-            if (marked == "last" and row[run[0] - 1] == tag) or (marked == "end" and after == tag):
-                images, current = [*images, current], []
+            if (marked == "last" and before[k] == before[-1]) or (marked == "end" and after[k] == after[-1]):
+                images.append(current)
+                current = []
         images_per_row.append(images + [current] * bool(current))
     return images_per_row
 
@@ -515,10 +512,10 @@ class Lfm2VlAdapter(Adapter):
     def _pictures(self, inputs, batch_index, image_index) -> list[tuple[torch.Tensor, tuple[int, int]]]:
         """Each picture of one image: positions [rows * cols] and its token grid (rows, cols)."""
         images = _run_images(inputs["input_ids"], self.image_token_id, "end")
-        grids = [(h // self.factor, w // self.factor) for h, w in inputs["spatial_shapes"].tolist()]
-        before = sum(len(runs) for row in images[:batch_index] for runs in row)
-        before += sum(len(runs) for runs in images[batch_index][:image_index]) if batch_index < len(images) else 0
         runs = _one_image(images, batch_index, image_index)
+        grids = [(h // self.factor, w // self.factor) for h, w in inputs["spatial_shapes"].tolist()]  # per picture
+        before = sum(len(image) for row in images[:batch_index] for image in row)  # pictures of the rows above
+        before += sum(len(image) for image in images[batch_index][:image_index])
         pictures = list(zip(runs, grids[before : before + len(runs)]))
         if len(pictures) != len(runs) or any(run.numel() != r * c for run, (r, c) in pictures):
             raise ValueError(
