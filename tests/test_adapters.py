@@ -7,6 +7,7 @@ from PIL import Image
 from tokenizers import Tokenizer, models
 from transformers import (
     ChameleonConfig,
+    Cohere2VisionImageProcessor,
     Gemma3ImageProcessor,
     Gemma4ImageProcessor,
     GotOcr2ImageProcessor,
@@ -14,7 +15,6 @@ from transformers import (
     PretrainedConfig,
     PreTrainedTokenizerFast,
     Qwen2_5OmniConfig,
-    SiglipImageProcessor,
 )
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
@@ -30,6 +30,7 @@ from tests.tiny_models import (
     tiny_inputs,
     tiny_model,
     tiny_processor,
+    tiny_tokenizer,
 )
 
 CANDIDATES = {"qwen3_5": [1, 3], "lfm2_vl": [1, 2]}  # Qwen3.5: linear attention in layers 0 and 2; LFM2: conv in 0
@@ -52,7 +53,7 @@ def test_unsupported_family_lists_supported_ones():
     config = PretrainedConfig()
     config.model_type = "blip_2"
     with pytest.raises(
-        ValueError, match="'blip_2' is not supported; supported: gemma3, gemma4, idefics3, internvl, llava, llava_next"
+        ValueError, match="'blip_2' is not supported; supported: aya_vision, gemma3, gemma4, glm4v, idefics3, internvl"
     ):
         adapter_for(config)
 
@@ -204,11 +205,7 @@ def test_gemma3_pan_and_scan_settings_and_refusals():
         adapter.region_positions(inputs, (0, 0, 10, 10), (200, 130), image_index=1)
 
 
-BACKBONES = {  # where each generic family keeps its text backbone
-    "aya_vision": "model.language_model",
-    "lfm2_vl": "model.language_model",
-    "ovis2": "model.language_model",
-}
+BACKBONES = {"cohere2_vision": "model.language_model"}  # where each generic family keeps its text backbone
 
 
 @pytest.mark.parametrize("family", GENERIC_FAMILIES)
@@ -262,15 +259,16 @@ def test_attn_implementation_targets_the_text_config():
 
 @torch.no_grad()
 def test_load_generic_family_from_a_saved_folder(tmp_path):
-    tiny_model("aya_vision", "sdpa").save_pretrained(tmp_path)
-    SiglipImageProcessor(size={"height": 28, "width": 28}).save_pretrained(tmp_path)
-    vocabulary = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
-    PreTrainedTokenizerFast(tokenizer_object=vocabulary).save_pretrained(tmp_path)
+    tiny_model("cohere2_vision", "sdpa").save_pretrained(tmp_path)
+    Cohere2VisionImageProcessor(size={"height": 28, "width": 28}).save_pretrained(tmp_path)
+    words = {"<image>": IMAGE_TOKEN, "<boi>": VISION_START, "<eoi>": VISION_END, "<line_break>": 294}
+    named = dict(image_token="<image>", boi_token="<boi>", eoi_token="<eoi>", img_line_break_token="<line_break>")
+    tiny_tokenizer(words, **named).save_pretrained(tmp_path)  # Cohere2VisionProcessor reads the named tokens
     lm = load_model(str(tmp_path))
-    assert lm.adapter.family == "aya_vision" and type(lm.adapter) is GenericAdapter
+    assert lm.adapter.family == "cohere2_vision" and type(lm.adapter) is GenericAdapter
     assert lm.model.config.text_config._attn_implementation == ATTENTION
     assert lm.model.config.vision_config._attn_implementation == "sdpa"
-    inputs = tiny_inputs("aya_vision", lm.model)
+    inputs = tiny_inputs("cohere2_vision", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
     with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
         lm.model(**inputs)
@@ -278,7 +276,7 @@ def test_load_generic_family_from_a_saved_folder(tmp_path):
 
 
 def test_generic_adapter_refuses_a_backbone_outside_the_attention_registry(monkeypatch):
-    lm = wrap_model(tiny_model("aya_vision", ATTENTION))
+    lm = wrap_model(tiny_model("cohere2_vision", ATTENTION))
     backbone = type(lm.model.model.language_model)
     monkeypatch.setattr(backbone, "_can_set_attn_implementation_cached_value", False, raising=False)  # its verdict
     with pytest.raises(ValueError, match="Cohere2Model does not route attention through transformers' attention"):

@@ -268,14 +268,14 @@ BEFORE_LOADING = [
     Case(
         "model before loading",
         "region notebook on a family without region mapping",
-        lambda f: params.validate({"model": _model_folder(f, "aya_vision")}, "03_cers"),
-        ("model=", "03_cers needs region analyses", "aya_vision has no region mapping"),
+        lambda f: params.validate({"model": _model_folder(f, "cohere2_vision")}, "03_cers"),
+        ("model=", "03_cers needs region analyses", "cohere2_vision has no region mapping"),
     ),
     Case(
         "model before loading",
         "discovery on a family without region mapping (runner)",
-        lambda f: _runner("01", "-p", "model", _model_folder(f, "aya_vision"))(f),
-        ("01_discovery", "needs region analyses", "aya_vision has no region mapping"),
+        lambda f: _runner("01", "-p", "model", _model_folder(f, "cohere2_vision"))(f),
+        ("01_discovery", "needs region analyses", "cohere2_vision has no region mapping"),
     ),
     Case(
         "model before loading",

@@ -221,7 +221,7 @@ def test_methods_refuse_items_they_cannot_serve(toy, name, kind, message):
 
 
 def test_region_methods_refuse_a_model_without_region_mapping():
-    generic = SimpleNamespace(adapter=SimpleNamespace(maps_regions=False, family="aya_vision"))
+    generic = SimpleNamespace(adapter=SimpleNamespace(maps_regions=False, family="cohere2_vision"))
     with pytest.raises(ValueError, match="maps no pixel region"):
         ver_score(generic, list(items_of("strip_ord", "cm", 1, 0)))
 

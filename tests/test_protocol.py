@@ -290,7 +290,7 @@ def test_a_family_without_region_mapping_gets_its_region_checks_not_run():
     """verdict_table on a card whose model maps no regions: NCS and its row groups are judged, the region
     checks (noise ceiling, NCS_grid, CERS, the sweep) are "not run" with the family's reason."""
     row = {"S": 0.4, "S low": 0.3, "random mean": 0.05, "p": 1 / 21, "p Holm": 1 / 21, "z": 5.0}
-    reason = "aya_vision has no region mapping (pixel region -> image tokens)"
+    reason = "cohere2_vision has no region mapping (pixel region -> image tokens)"
     card = {
         "meta": {"sizes": {"n_random": 20, "n_random_any": 20}, "head-sets": ["S"], "not run": reason},
         "necessity": pd.DataFrame([{"head-set": "S", "measure": "NCS", **row}]),

@@ -23,6 +23,7 @@ from PIL import Image
 from transformers import AutoModelForImageTextToText
 
 from helpers.engine import adapter_for
+from helpers.engine.adapters import ResampledView
 from helpers.engine.loading import attn_implementation_for
 from tests.tiny_models import REGION_CONFIGS, local_vision, tiny_processor
 
@@ -35,8 +36,13 @@ EDGE = {  # the shortest edge, in pixels, any view of an image is resized to (th
     "internvl": 56,
     "llava_next": 28,
     "llava_onevision": 28,
+    "llava_onevision_shrunk": 28,  # the base image; the tiles' grid shrunk by the model (anyres_max_1)
     "idefics3": 28,
     "smolvlm": 28,
+    "aya_vision": 28,
+    "ovis2": 28,
+    "lfm2_vl": 28,  # tiles and the thumbnail's shorter edge
+    "glm4v": 84,  # native resolution: the shorter edge of SIZES' images resized to whole 28 px cells
 }
 MAPPED = list(EDGE)
 SIZES = [(200, 130), (90, 160), (56, 56)]  # (width, height): wide, tall, one tile
@@ -114,4 +120,52 @@ def test_region_tokens_are_the_tokens_whose_features_change(family, size):
         views = adapter.views(painted, size, 0, 0)
         covering = [view.name for view in views if view.positions_under(inner).numel()]
         touched = [view.name for view in views if changed & set(view.positions.tolist())]
-        assert set(covering) <= set(touched) and len(covering) >= min(len(views), 2), (covering, touched)
+        showing = [view.name for view in views if _overlap(view.box, inner)]  # a shrunk grid may drop a region
+        assert set(covering) <= set(touched) and len(showing) >= min(len(views), 2), (covering, touched)
+
+
+def _overlap(box, region) -> bool:
+    return max(box[0], region[0]) < min(box[2], region[2]) and max(box[1], region[1]) < min(box[3], region[3])
+
+
+@pytest.mark.parametrize("family", ["internvl", "idefics3", "aya_vision", "ovis2", "lfm2_vl"])
+def test_two_images_in_a_row_are_told_apart(family):
+    """A row holding a tiled image then another: each image's tokens are its own (the markers between runs)."""
+    processor = tiny_processor(family)
+    adapter = adapter_for(REGION_CONFIGS[family](), processor)
+    sizes = [(200, 130), (90, 160)]
+    text = [f"a {processor.image_token} b {processor.image_token} c"]
+    inputs = processor(text=text, images=[[_image(size) for size in sizes]], return_tensors="pt")
+    first, second = (adapter.region_positions(inputs, (0, 0, *size), size, 0, i) for i, size in enumerate(sizes))
+    alone = processor(text=[f"a {processor.image_token} b"], images=[_image(sizes[0])], return_tensors="pt")
+    assert first.numel() == int((alone["input_ids"] == adapter.image_token_id).sum()) and first.max() < second.min()
+    assert first.numel() + second.numel() == int((inputs["input_ids"] == adapter.image_token_id).sum())
+
+
+def test_onevision_anyres_max_shrinks_the_tiles_grid():
+    """With anyres_max_1, the unpadded grid of a multi-tile canvas (more than 1.1^2 tiles' tokens) is shrunk by the
+    model: the tiles' view is a bilinear resize of the unshrunk grid, whose tokens the painting test checks above."""
+    processor = tiny_processor("llava_onevision_shrunk")
+    adapter = adapter_for(REGION_CONFIGS["llava_onevision_shrunk"](), processor)
+    for size in SIZES:
+        inputs = processor(text=[f"a {processor.image_token} b"], images=[_image(size)], return_tensors="pt")
+        tiles = adapter.views(inputs, size, 0, 0)[1]
+        assert isinstance(tiles, ResampledView) and tiles.grid[0] * tiles.grid[1] < tiles.source[0] * tiles.source[1]
+        assert tiles.grid[0] * tiles.grid[1] <= 16 * 1.1**2
+
+
+def test_layouts_the_mapping_does_not_model_are_refused_with_the_reason():
+    """LFM2-VL without its image markers runs the pictures together; Ovis 2 with a tile edge of patches that
+    hidden_stride does not divide pads the last token row and column."""
+    processor = tiny_processor("lfm2_vl")
+    adapter = adapter_for(REGION_CONFIGS["lfm2_vl"](), processor)
+    bare = processor(
+        text=[f"a {processor.image_token} b"], images=[_image((200, 130))], use_image_special_tokens=False,
+        return_tensors="pt",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="use_image_special_tokens=True"):
+        adapter.region_positions(bare, (0, 0, 10, 10), (200, 130))
+    config = REGION_CONFIGS["ovis2"]()
+    config.vision_config.image_size = 21  # 3 x 3 patches of 7 px, strided by 2
+    with pytest.raises(ValueError, match="not a multiple of hidden_stride 2"):
+        adapter_for(config)

@@ -46,10 +46,10 @@ def family_support(family: str) -> FamilySupport:
 
 
 def test_support_matrix_has_a_row_per_family():
-    rows = [family_support(family) for family in ("internvl", "aya_vision")]
+    rows = [family_support(family) for family in ("internvl", "cohere2_vision")]
     table = support_matrix(rows).splitlines()
     assert table[0] == "| " + " | ".join(MATRIX_COLUMNS) + " |" and len(table) == 2 + len(rows)
-    assert table[2].startswith("| aya_vision | yes | yes | yes | no: generic adapter")
+    assert table[2].startswith("| cohere2_vision | yes | yes | yes | no: generic adapter")
     assert table[3].startswith("| internvl | yes | yes | yes | yes: InternVL | yes | ")
 
 

@@ -10,14 +10,20 @@ batch with one image per row (random pixels), as the family's processor would la
 from __future__ import annotations
 
 import torch
-from tokenizers import Tokenizer, models
+from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     AutoModelForImageTextToText,
     AyaVisionConfig,
+    AyaVisionProcessor,
+    Cohere2VisionConfig,
     Gemma3Config,
     Gemma3ImageProcessor,
     Gemma3Processor,
     Gemma4Config,
+    Glm4vConfig,
+    Glm4vImageProcessor,
+    Glm4vProcessor,
+    Glm4vVideoProcessor,
     GotOcr2ImageProcessor,
     Idefics3Config,
     Idefics3ImageProcessor,
@@ -26,6 +32,8 @@ from transformers import (
     InternVLProcessor,
     InternVLVideoProcessor,
     Lfm2VlConfig,
+    Lfm2VlImageProcessor,
+    Lfm2VlProcessor,
     LlavaConfig,
     LlavaNextConfig,
     LlavaNextImageProcessor,
@@ -36,6 +44,8 @@ from transformers import (
     LlavaOnevisionVideoProcessor,
     Mistral3Config,
     Ovis2Config,
+    Ovis2ImageProcessor,
+    Ovis2Processor,
     PaliGemmaConfig,
     PaliGemmaProcessor,
     PixtralImageProcessor,
@@ -56,7 +66,7 @@ from transformers import (
 from helpers.engine.loading import attn_implementation_for
 
 VOCAB = 300
-IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD = 290, 291, 292, 293, 0
+IMAGE_TOKEN, VIDEO_TOKEN, VISION_START, VISION_END, PAD, EOS = 290, 291, 292, 293, 0, 4
 
 TEXT = dict(
     vocab_size=VOCAB,
@@ -179,6 +189,29 @@ def _qwen2_vl(config_class) -> Qwen2VLConfig:
         video_token_id=VIDEO_TOKEN,
         vision_start_token_id=VISION_START,
         vision_end_token_id=VISION_END,
+    )
+
+
+def _glm4v() -> Glm4vConfig:
+    """GLM-4V: Qwen2-VL's patch layout (14 px patches, merged 2 x 2 by a strided convolution), half-rotary mrope."""
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2], "partial_rotary_factor": 0.5}
+    return Glm4vConfig(
+        text_config=dict(TEXT, rope_parameters=rope),
+        vision_config=dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            image_size=56,
+        ),
+        image_token_id=IMAGE_TOKEN,
+        video_token_id=VIDEO_TOKEN,
+        image_start_token_id=VISION_START,
+        image_end_token_id=VISION_END,
     )
 
 
@@ -305,6 +338,23 @@ def _aya_vision() -> AyaVisionConfig:
     )
 
 
+def _cohere2_vision() -> Cohere2VisionConfig:
+    """Command A Vision: as Aya Vision (SigLIP, 4 x 4 patches downsampled by 2: 4 image tokens, Cohere 2 text
+    backbone); no hand-written adapter, so the generic adapter's tests run on it."""
+    return Cohere2VisionConfig(
+        text_config=dict(
+            TEXT,
+            model_type="cohere2",
+            sliding_window=8,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        ),
+        vision_config=dict(VISION, model_type="siglip_vision_model", image_size=28, patch_size=7),
+        image_token_id=IMAGE_TOKEN,
+        downsample_factor=2,
+        alignment_intermediate_size=64,
+    )
+
+
 def _lfm2_vl() -> Lfm2VlConfig:
     """SigLIP 2 (4 x 4 patches, downsampled by 2: 4 image tokens), LFM2 text backbone: layer 0 is a convolution."""
     return Lfm2VlConfig(
@@ -350,9 +400,11 @@ CONFIGS = {
     "aya_vision": _aya_vision,
     "lfm2_vl": _lfm2_vl,
     "ovis2": _ovis2,
+    "glm4v": _glm4v,
+    "cohere2_vision": _cohere2_vision,
 }
-QWEN_FAMILIES = ("qwen3_vl", "qwen3_vl_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_5")
-GENERIC_FAMILIES = ("aya_vision", "lfm2_vl", "ovis2")
+QWEN_FAMILIES = ("qwen3_vl", "qwen3_vl_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_5", "glm4v")  # patch grids, merged
+GENERIC_FAMILIES = ("cohere2_vision",)
 
 
 def tiny_model(family: str, attn: str, seed: int = 0):
@@ -412,7 +464,7 @@ def _image_tokens(family: str, config, grid: tuple[int, int] = (4, 6)) -> tuple[
         return patches**2 // config.scale_factor**2, {"pixel_values": torch.randn(1, 1, 3, side, side)}
     if family == "ovis2":
         return patches**2 // vision.hidden_stride**2, {"pixel_values": torch.randn(1, 3, side, side)}
-    if family == "aya_vision":
+    if family in ("aya_vision", "cohere2_vision"):
         return (patches // config.downsample_factor) ** 2, {"pixel_values": torch.randn(1, 3, side, side)}
     raise ValueError(f"no tiny inputs for {family!r}")
 
@@ -446,13 +498,18 @@ def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1, n_images: int
 
 
 def tiny_tokenizer(words: dict[str, int], **named) -> PreTrainedTokenizerFast:
-    """A word-level tokenizer whose only words are the special tokens ``words`` (token -> id; other text is
-    <unk>); ``named``: extra special tokens the processor reads as attributes (start_image_token="<img>", ...)."""
-    vocabulary = {"<pad>": PAD, "<unk>": 1, **words}
+    """A word-level tokenizer (text split at whitespace and punctuation) whose words are the option letters A..D,
+    <eos> and the special tokens ``words`` (token -> id; other words are <unk>); ``named``: extra special tokens
+    the processor reads as attributes (start_image_token="<img>", ...)."""
+    letters = {letter: 10 + i for i, letter in enumerate("ABCD")}
+    vocabulary = {"<pad>": PAD, "<unk>": 1, "<eos>": EOS, **letters, **words}
+    backend = Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>")),
+        tokenizer_object=backend,
         pad_token="<pad>",
         unk_token="<unk>",
+        eos_token="<eos>",
         extra_special_tokens=named,
     )
     tokenizer.add_special_tokens({"additional_special_tokens": list(words)}, replace_extra_special_tokens=False)
@@ -481,8 +538,9 @@ def _llava_next() -> LlavaNextConfig:
     )
 
 
-def _llava_onevision() -> LlavaOnevisionConfig:
-    """SigLIP on 28 x 28 tiles (4 x 4 patches of 7 px); canvases of 1 x 2 .. 3 x 3 tiles (no shrinking: at most 9)."""
+def _llava_onevision(max_tiles: int = 9) -> LlavaOnevisionConfig:
+    """SigLIP on 28 x 28 tiles (4 x 4 patches of 7 px); canvases of 1 x 2 .. 3 x 3 tiles, a grid of more than about
+    ``max_tiles`` tiles' tokens shrunk (anyres_max_<max_tiles>; the default 9: never)."""
     return LlavaOnevisionConfig(
         text_config=dict(TEXT, model_type="qwen2"),
         vision_config=dict(VISION, model_type="siglip_vision_model", image_size=28, patch_size=7),
@@ -490,6 +548,7 @@ def _llava_onevision() -> LlavaOnevisionConfig:
         video_token_index=VIDEO_TOKEN,
         image_grid_pinpoints=PINPOINTS,
         vision_feature_layer=-1,
+        vision_aspect_ratio=f"anyres_max_{max_tiles}",
     )
 
 
@@ -531,6 +590,7 @@ REGION_CONFIGS = {  # the region mapping tests' models, by test case (a family, 
     "gemma3_pan_and_scan": _gemma3,
     "mistral3": lambda: _mistral3(image_size=56),  # images of up to 8 x 8 patches
     "llava_pixtral": _llava_pixtral,
+    "llava_onevision_shrunk": lambda: _llava_onevision(max_tiles=1),  # anyres_max_1: grids over 1.21 tiles shrink
 }
 
 
@@ -549,14 +609,14 @@ def _llava_next_processor() -> LlavaNextProcessor:
     )
 
 
-def _llava_onevision_processor() -> LlavaOnevisionProcessor:
+def _llava_onevision_processor(max_tiles: int = 9) -> LlavaOnevisionProcessor:
     image_processor = LlavaOnevisionImageProcessor(
         size={"height": 28, "width": 28}, image_grid_pinpoints=PINPOINTS, resample=NEAREST
     )
     tokenizer = tiny_tokenizer({"<image>": IMAGE_TOKEN, "<video>": VIDEO_TOKEN})
     return LlavaOnevisionProcessor(
         image_processor, tokenizer, LlavaOnevisionVideoProcessor(), num_image_tokens=16,
-        vision_feature_select_strategy="full",
+        vision_feature_select_strategy="full", vision_aspect_ratio=f"anyres_max_{max_tiles}",
     )  # fmt: skip
 
 
@@ -609,6 +669,47 @@ def _pixtral_processor(longest_edge: int = 56, merge: int = 2) -> PixtralProcess
     return PixtralProcessor(image_processor, tiny_tokenizer(words), patch_size=7, spatial_merge_size=merge)
 
 
+def _aya_vision_processor() -> AyaVisionProcessor:
+    """Aya Vision's processor (tiling on, its default): 28 x 28 tiles of 4 tokens (7 px patches, downsampled by 2),
+    the thumbnail last; a TILE_<k> marker before each tile's tokens, TILE_GLOBAL before the thumbnail's."""
+    words = {"<|IMG_PATCH|>": IMAGE_TOKEN, "<|START_OF_IMG|>": VISION_START, "<|END_OF_IMG|>": VISION_END,
+             "TILE": 294, "TILE_GLOBAL": 295, "<|IMG_LINE_BREAK|>": 296}  # fmt: skip
+    image_processor = GotOcr2ImageProcessor(size={"height": 28, "width": 28}, resample=NEAREST)
+    return AyaVisionProcessor(image_processor, tiny_tokenizer(words), patch_size=7, img_size=28, downsample_factor=2)
+
+
+def _ovis2_processor() -> Ovis2Processor:
+    """Ovis 2's processor with tiling on (crop_to_patches, as Ovis 2 checkpoints ship it): 28 x 28 tiles of 4 tokens,
+    the thumbnail first; <IMG_START>, <IMG_GRID>, <IMG_COL>, <IMG_ROW> and <IMG_END> around the runs."""
+    words = {"<IMG_ATOM>": IMAGE_TOKEN, "<IMG_START>": VISION_START, "<IMG_END>": VISION_END, "<IMG_GRID>": 294,
+             "<IMG_COL>": 295, "<IMG_ROW>": 296, "<image>": 297}  # fmt: skip
+    image_processor = Ovis2ImageProcessor(size={"height": 28, "width": 28}, crop_to_patches=True, resample=NEAREST)
+    return Ovis2Processor(image_processor, tiny_tokenizer(words), image_seq_length=4)
+
+
+def _lfm2_vl_processor() -> Lfm2VlProcessor:
+    """LFM2-VL's processor on 7 px patches downsampled by 2: an image of at most about 2 x 9 tokens' pixels is one
+    picture of at most 9 tokens, a larger one 2..6 tiles of 28 px (4 tokens each) and the thumbnail."""
+    words = {"<image>": IMAGE_TOKEN, "<|image_start|>": VISION_START, "<|image_end|>": VISION_END,
+             "<|img_thumbnail|>": 294}  # fmt: skip
+    image_processor = Lfm2VlImageProcessor(
+        encoder_patch_size=7, downsample_factor=2, tile_size=28, min_tiles=2, max_tiles=6, min_image_tokens=1,
+        max_image_tokens=9, resample=NEAREST,
+    )  # fmt: skip
+    return Lfm2VlProcessor(image_processor, tiny_tokenizer(words))
+
+
+def _glm4v_processor() -> Glm4vProcessor:
+    """GLM-4V's processor: the image resized (aspect kept) to whole 28 px cells, at least 112 x 112 pixels."""
+    words = {"<|image|>": IMAGE_TOKEN, "<|begin_of_image|>": VISION_START, "<|end_of_image|>": VISION_END,
+             "<|video|>": VIDEO_TOKEN, "<|begin_of_video|>": 294, "<|end_of_video|>": 295}  # fmt: skip
+    image_processor = Glm4vImageProcessor(
+        patch_size=14, merge_size=2, temporal_patch_size=2, resample=NEAREST,
+        size={"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 64},
+    )  # fmt: skip
+    return Glm4vProcessor(image_processor, tiny_tokenizer(words), Glm4vVideoProcessor())
+
+
 PROCESSORS = {
     "gemma3": _gemma3_processor,
     "gemma3_pan_and_scan": lambda: _gemma3_processor(pan_and_scan=True),
@@ -620,6 +721,11 @@ PROCESSORS = {
     "internvl": _internvl_processor,
     "llava_next": _llava_next_processor,
     "llava_onevision": _llava_onevision_processor,
+    "llava_onevision_shrunk": lambda: _llava_onevision_processor(max_tiles=1),
+    "aya_vision": _aya_vision_processor,
+    "ovis2": _ovis2_processor,
+    "lfm2_vl": _lfm2_vl_processor,
+    "glm4v": _glm4v_processor,
 }
 NEAREST = 0  # PIL's NEAREST: resizing moves no pixel's value into a neighbouring cell
 
@@ -637,8 +743,8 @@ def local_vision(model):
     transformers then records no hidden states for the feature layer to pick from."""
     zeroed = 0
     for name, module in model.named_modules():
-        if "vision" in name and type(module).__name__.endswith("Attention"):
-            for attribute in ("out_proj", "o_proj", "projection_layer"):
+        if ("vision" in name or "visual" in name) and type(module).__name__.endswith("Attention"):
+            for attribute in ("out_proj", "o_proj", "projection_layer", "proj"):
                 if hasattr(module, attribute):
                     torch.nn.init.zeros_(getattr(module, attribute).weight)
                     zeroed += 1

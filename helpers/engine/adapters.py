@@ -2,10 +2,10 @@
 positions hold the image tokens of a region given in pixels of the original image, and how the text
 backbone's per-item inputs are repeated when one item is copied once per head-set (``run_head_sets``).
 
-Hand-written adapters (``ADAPTERS``: Qwen2/2.5/3-VL (and 3-VL MoE), Qwen3.5, Gemma 3 (with pan-and-scan
-crops), PaliGemma, Mistral 3, LLaVA (CLIP crop or Pixtral native resolution), InternVL, LLaVA-NeXT / OneVision,
-Idefics3 / SmolVLM, Gemma 4) know their family's image-token layout, so they also map a pixel region to its image
-tokens.
+Hand-written adapters (``ADAPTERS``: Qwen2/2.5/3-VL (and 3-VL MoE), Qwen3.5, GLM-4V, Gemma 3 (with pan-and-scan
+crops), PaliGemma, Mistral 3, LLaVA (CLIP crop or Pixtral native resolution), InternVL, Aya Vision, Ovis 2,
+LFM2-VL, LLaVA-NeXT / OneVision, Idefics3 / SmolVLM, Gemma 4) know their family's image-token layout, so they also
+map a pixel region to its image tokens.
 
 Every other family gets the generic adapter (``GenericAdapter``) if its config says enough: a text
 config (``config.get_text_config()``) with head counts, image tokens marked by ``config.image_token_id``
@@ -29,6 +29,9 @@ from transformers.models.idefics3.image_processing_idefics3 import (
     _resize_output_size_rescale_to_max_len,
     _resize_output_size_scale_below_upper_bound,
 )
+from transformers.models.lfm2_vl.image_processing_lfm2_vl import find_closest_aspect_ratio
+from transformers.models.ovis2.image_processing_ovis2 import get_min_tile_covering_grid
+from transformers.models.ovis2.image_processing_ovis2 import get_optimal_tiled_canvas as ovis2_tiled_canvas
 
 Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 
@@ -189,8 +192,8 @@ def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
 
 @dataclass
 class QwenVLAdapter(Adapter):
-    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE), Qwen3.5: the processor resizes the image onto a patch grid
-    (image_grid_thw, in patches); one token per spatial_merge_size^2 patches, row-major."""
+    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its MoE), Qwen3.5, GLM-4V: the processor resizes the image onto a patch
+    grid (image_grid_thw, in patches); one token per spatial_merge_size^2 patches, row-major."""
 
     merge: int = 2
 
@@ -359,13 +362,13 @@ class InternVLAdapter(SquareGridAdapter):
     max_tiles: int = 12
 
     def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
-        """Positions [n_tiles, side * side] of one image's tokens, tile by tile."""
-        runs = [_runs(row == self.image_token_id) for row in inputs["input_ids"]]  # per row: [(start, length)]
-        spans = [[torch.arange(start, start + length) for start, length in row_runs] for row_runs in runs]
-        span = _one_image(spans, batch_index, image_index)
+        """Positions [n_tiles, side * side] of one image's tokens, tile by tile: its runs of image tokens (one for
+        InternVL, one per tile for Aya Vision), each image's last run after the token before the row's last run."""
+        runs = _one_image(_run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
+        span = torch.cat(runs)
         if span.numel() % self.side**2:
             raise ValueError(
-                f"InternVL image {image_index} of batch row {batch_index} has {span.numel()} image tokens, "
+                f"{self.family} image {image_index} of batch row {batch_index} has {span.numel()} image tokens, "
                 f"not a whole number of tiles of {self.side**2}"
             )
         return span.view(-1, self.side**2)
@@ -381,18 +384,49 @@ class InternVLAdapter(SquareGridAdapter):
         cols, rows = get_optimal_tiled_canvas((height, width), self.tile, self.min_tiles, self.max_tiles)
         if cols * rows + 1 != len(tiles):
             raise ValueError(
-                f"InternVL image {image_index} of batch row {batch_index} has {len(tiles)} tiles, but the tiling of a "
-                f"{width}x{height} image onto {self.tile[1]}x{self.tile[0]} tiles ({self.min_tiles}..{self.max_tiles} "
-                f"tiles) gives {cols}x{rows} tiles and a thumbnail: build the adapter with the processor that made "
-                "the inputs (adapter_for(config, processor)), with its min_patches and max_patches"
+                f"{self.family} image {image_index} of batch row {batch_index} has {len(tiles)} tiles, but the "
+                f"tiling of a {width}x{height} image onto {self.tile[1]}x{self.tile[0]} tiles "
+                f"({self.min_tiles}..{self.max_tiles} tiles) gives {cols}x{rows} tiles and a thumbnail: build the "
+                "adapter with the processor that made the inputs (adapter_for(config, processor)), with its "
+                "min_patches and max_patches"
             )
-        dx, dy = width / cols, height / rows  # a tile's share of the original image
-        views = [
-            View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), grid, tiles[r * cols + c])
-            for r in range(rows)
-            for c in range(cols)
-        ]
-        return [*views, View("thumbnail", (0, 0, width, height), grid, tiles[-1])]
+        thumbnail = View("thumbnail", (0, 0, width, height), grid, tiles[-1])
+        return [*_tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]), thumbnail]
+
+
+def _tile_views(width: float, height: float, rows: int, cols: int, tiles: list) -> list[View]:
+    """The views of an image stretched onto rows x cols tiles (row-major), each tile's (grid, positions) given."""
+    dx, dy = width / cols, height / rows  # a tile's share of the original image
+    return [
+        View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), *tiles[r * cols + c])
+        for r in range(rows)
+        for c in range(cols)
+    ]
+
+
+def _run_images(input_ids: torch.Tensor, image_token_id: int, marked: str) -> list[list[list[torch.Tensor]]]:
+    """Per batch row, per image: its runs of image tokens (positions [n] each), in order. Images are told apart by
+    the token next to a run, which must be the one next to the same run of the row's first or last image:
+    ``marked`` "last": each image's last run follows the token before the row's last run (<global-img>, Aya's
+    TILE_GLOBAL, InternVL's <img>); "first": each image's first run follows the token before the row's first run
+    (Ovis 2's <IMG_START>); "end": each image's last run is followed by the token after the row's last run
+    (LFM2-VL's <|image_end|>)."""
+    images_per_row = []
+    for row in input_ids:
+        runs = [torch.arange(start, start + length) for start, length in _runs(row == image_token_id)]
+        before = [int(row[run[0] - 1]) for run in runs]  # the token before each run
+        after = [int(row[run[-1] + 1]) if run[-1] + 1 < len(row) else None for run in runs]
+        images, current = [], []
+        for k, run in enumerate(runs):
+            if marked == "first" and current and before[k] == before[0]:
+                images.append(current)
+                current = []
+            current.append(run)
+            if (marked == "last" and before[k] == before[-1]) or (marked == "end" and after[k] == after[-1]):
+                images.append(current)
+                current = []
+        images_per_row.append(images + [current] * bool(current))
+    return images_per_row
 
 
 def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
@@ -408,13 +442,133 @@ def _runs(selected: torch.Tensor) -> list[tuple[int, int]]:
 
 
 @dataclass
+class AyaVisionAdapter(InternVLAdapter):
+    """Aya Vision: InternVL's tiling (GotOcr2ImageProcessor's crop_to_patches, which AyaVisionProcessor turns on):
+    the tiles row-major, then the thumbnail (its "global" tile), each side x side pixel-shuffled tokens, row-major.
+    AyaVisionProcessor.replace_image_token puts a TILE_<k> marker before each tile's run of image tokens and
+    TILE_GLOBAL before the thumbnail's."""
+
+
+@dataclass
+class Ovis2Adapter(SquareGridAdapter):
+    """Ovis 2: each picture (``tile`` pixels square) gives side x side tokens (patches grouped hidden_stride x
+    hidden_stride, row-major), each a softmax over the visual vocabulary. With crop_to_patches on, the image
+    processor (Ovis2ImageProcessor.crop_image_to_patches) stretches the image onto cols x rows tiles (the fewest
+    tiles covering 90% of it, get_min_tile_covering_grid, or with use_covering_area_grid=False the closest aspect,
+    get_optimal_tiled_canvas) and puts the thumbnail (the whole image on one tile) first; Ovis2Processor's
+    replace_image_token opens each image with <IMG_START>, then the thumbnail's run, <IMG_GRID>, and the tiles'
+    runs row-major between <IMG_COL> / <IMG_ROW>. An image on one tile is that tile only."""
+
+    tile: int = 448
+    min_tiles: int = 1
+    max_tiles: int = 12
+    covering: bool = True  # use_covering_area_grid
+
+    def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
+        """Positions [n_pictures, side * side] of one image's tokens, the thumbnail first."""
+        return torch.stack(
+            _one_image(_run_images(inputs["input_ids"], self.image_token_id, "first"), batch_index, image_index)
+        )
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        return self._tile_positions(inputs, batch_index, image_index)[0], (self.side, self.side)
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        pictures = self._tile_positions(inputs, batch_index, image_index)  # [n_pictures, side^2]
+        grid, (width, height) = (self.side, self.side), image_size
+        if len(pictures) == 1:
+            return [View("image", (0, 0, width, height), grid, pictures[0])]
+        if self.covering:
+            cols, rows = get_min_tile_covering_grid((height, width), self.tile, self.max_tiles)
+        else:
+            cols, rows = ovis2_tiled_canvas((height, width), (self.tile, self.tile), self.min_tiles, self.max_tiles)
+        if cols * rows + 1 != len(pictures):
+            raise ValueError(
+                f"ovis2 image {image_index} of batch row {batch_index} has {len(pictures)} pictures, but tiling a "
+                f"{width}x{height} image onto {self.tile} px tiles (at most {self.max_tiles}, covering grid "
+                f"{self.covering}) gives a thumbnail and {cols}x{rows} tiles: build the adapter with the processor "
+                "that made the inputs (adapter_for(config, processor))"
+            )
+        thumbnail = View("thumbnail", (0, 0, width, height), grid, pictures[0])
+        return [thumbnail, *_tile_views(width, height, rows, cols, [(grid, p) for p in pictures[1:]])]
+
+
+@dataclass
+class Lfm2VlAdapter(Adapter):
+    """LFM2-VL: each picture is a grid of patches (``spatial_shapes``, rows x cols of encoder patches) whose
+    factor x factor blocks become one token each, row-major (Lfm2VlModel.get_image_features). A small image is
+    one picture, resized (Lfm2VlImageProcessor.smart_resize); a large one is stretched onto cols x rows tiles
+    (find_closest_aspect_ratio over min_tiles..max_tiles tiles) and split row-major, then the smart-resized whole
+    image follows as the thumbnail (use_thumbnail). Lfm2VlProcessor._build_image_tokens wraps each image in
+    <|image_start|> .. <|image_end|> and marks each tile and the thumbnail, so every picture is one run of image
+    tokens (with use_image_special_tokens, its default: without it pictures cannot be told apart)."""
+
+    factor: int = 2  # downsample_factor
+    tile: int = 512  # tile_size
+    min_tiles: int = 2
+    max_tiles: int = 10
+    thumbnail: bool = True  # use_thumbnail
+
+    def _pictures(self, inputs, batch_index, image_index) -> list[tuple[torch.Tensor, tuple[int, int]]]:
+        """Each picture of one image: positions [rows * cols] and its token grid (rows, cols)."""
+        images = _run_images(inputs["input_ids"], self.image_token_id, "end")
+        runs = _one_image(images, batch_index, image_index)
+        grids = [(h // self.factor, w // self.factor) for h, w in inputs["spatial_shapes"].tolist()]  # per picture
+        before = sum(len(image) for row in images[:batch_index] for image in row)  # pictures of the rows above
+        before += sum(len(image) for image in images[batch_index][:image_index])
+        pictures = list(zip(runs, grids[before : before + len(runs)]))
+        if len(pictures) != len(runs) or any(run.numel() != r * c for run, (r, c) in pictures):
+            raise ValueError(
+                f"lfm2_vl image {image_index} of batch row {batch_index}: its runs of image tokens "
+                f"({[run.numel() for run in runs]}) are not its pictures' token grids (spatial_shapes // "
+                f"{self.factor}): process the images with use_image_special_tokens=True (Lfm2VlProcessor's default), "
+                "which marks every tile and the thumbnail"
+            )
+        return pictures
+
+    def image_token_grid(self, inputs, batch_index, image_index):
+        pictures = self._pictures(inputs, batch_index, image_index)
+        if len(pictures) > 1 and not self.thumbnail:
+            raise ValueError("lfm2_vl with use_thumbnail=False: no picture shows the whole of a tiled image")
+        return pictures[-1]
+
+    def _tiles(self, width: int, height: int) -> tuple[int, int]:
+        """(rows, cols) of tiles a large image is split into (Lfm2VlImageProcessor._get_grid_layout)."""
+        low, high = self.min_tiles, self.max_tiles
+        ratios = [(w, h) for n in range(low, high + 1) for w in range(1, n + 1) for h in range(1, n + 1)]
+        ratios = sorted(set(r for r in ratios if low <= r[0] * r[1] <= high), key=lambda r: r[0] * r[1])
+        cols, rows = find_closest_aspect_ratio(width / height, ratios, width, height, self.tile)
+        return rows, cols
+
+    def views(self, inputs, image_size, batch_index, image_index):
+        pictures = self._pictures(inputs, batch_index, image_index)
+        width, height = image_size
+        if len(pictures) == 1:
+            return [View("image", (0, 0, width, height), pictures[0][1], pictures[0][0])]
+        rows, cols = self._tiles(width, height)
+        if rows * cols + self.thumbnail != len(pictures):
+            raise ValueError(
+                f"lfm2_vl image {image_index} of batch row {batch_index} has {len(pictures)} pictures, but splitting "
+                f"a {width}x{height} image onto {self.tile} px tiles ({self.min_tiles}..{self.max_tiles} tiles) gives "
+                f"{rows}x{cols} tiles{' and the thumbnail' * self.thumbnail}: build the adapter with the processor "
+                "that made the inputs (adapter_for(config, processor))"
+            )
+        tiles = _tile_views(width, height, rows, cols, [(grid, run) for run, grid in pictures[: rows * cols]])
+        if not self.thumbnail:
+            return tiles
+        (run, grid) = pictures[-1]
+        return [*tiles, View("thumbnail", (0, 0, width, height), grid, run)]
+
+
+@dataclass
 class AnyResAdapter(Adapter):
     """LLaVA-NeXT and LLaVA-OneVision (any resolution): an image gives a base view (the whole image resized onto
     one tile) and the tiles of a canvas (the image processor's best ``pinpoints`` resolution, the image resized
     onto it keeping its aspect and centred in padding). The model joins the tiles' side x side token grids into
     one grid over the canvas, drops the rows or columns of padding (unpadding) and ends each row with a newline
-    token; OneVision then shrinks a grid of more than ``max_tiles`` tiles' tokens (bilinear, by up to 10% more
-    than needed, so a token there mixes up to 2 x 2 neighbours). Tokens: the base's side^2, then the grid's rows.
+    token; OneVision then shrinks a grid of more than 1.1^2 ``max_tiles`` tiles' tokens (bilinear,
+    LlavaOnevisionModel.pack_image_features), so a token there mixes up to 2 x 2 tokens of the unshrunk grid: its
+    view is a ``ResampledView``. Tokens: the base's side^2, then the grid's rows.
 
     OneVision processes an image of a batch row holding several images as one view only: padded to a square,
     resized onto one tile, side^2 tokens and a newline.
@@ -425,8 +579,9 @@ class AnyResAdapter(Adapter):
     pinpoints: tuple = ()  # canvas resolutions (height, width)
     max_tiles: int | None = None  # OneVision's anyres_max_<n>; None: LLaVA-NeXT (no shrinking)
 
-    def _grid(self, width: int, height: int) -> tuple[tuple[int, int], Region]:
-        """The tiles' token grid (rows, cols) after unpadding (and shrinking), and the box of the image it shows."""
+    def _grid(self, width: int, height: int) -> tuple[tuple[int, int], Region, tuple[int, int] | None]:
+        """The tiles' token grid (rows, cols) after unpadding (and shrinking), the box of the image it shows, and
+        the grid before shrinking (None when not shrunk)."""
         canvas_h, canvas_w = select_best_resolution((height, width), [list(p) for p in self.pinpoints])
         if canvas_w / width < canvas_h / height:  # the resized image fills the canvas's width
             new_w, new_h = canvas_w, min(math.ceil(height * canvas_w / width), canvas_h)
@@ -449,11 +604,12 @@ class AnyResAdapter(Adapter):
         rows, cols = rows - 2 * top, cols - 2 * left
         ratio = math.sqrt(rows * cols / (self.max_tiles * self.side**2)) if self.max_tiles else 0
         if ratio > 1.1:
-            rows, cols = int(rows // ratio), int(cols // ratio)
-        return (rows, cols), box
+            return (int(rows // ratio), int(cols // ratio)), box, (rows, cols)
+        return (rows, cols), box, None
 
-    def _layouts(self, inputs) -> list[tuple[tuple[int, int], Region] | None]:
-        """Per image: its tiles' grid and box (``_grid``), or None for a OneVision image processed as one view."""
+    def _layouts(self, inputs) -> list[tuple | None]:
+        """Per image: its tiles' grid, box and unshrunk grid (``_grid``), or None for a OneVision image processed as
+        one view."""
         counts = inputs.get("batch_num_images", [1] * len(inputs["image_sizes"]))
         patched = [int(n) == 1 for n in counts for _ in range(int(n))]
         return [
@@ -479,12 +635,45 @@ class AnyResAdapter(Adapter):
             edge = max(width, height)
             left, top = -((edge - width) // 2), -((edge - height) // 2)
             return [View("padded square", (left, top, left + edge, top + edge), (self.side, self.side), base)]
-        (rows, cols), box = layout
+        (rows, cols), box, unshrunk = layout
         grid = span[self.side**2 :].view(rows, cols + 1)[:, :cols].flatten()  # the newline tokens dropped
-        return [
-            View("base image", (0, 0, width, height), (self.side, self.side), base),
-            View("tiles", box, (rows, cols), grid),
-        ]
+        tiles = View("tiles", box, (rows, cols), grid)
+        if unshrunk is not None:
+            tiles = ResampledView("tiles, shrunk", box, (rows, cols), grid, unshrunk)
+        return [View("base image", (0, 0, width, height), (self.side, self.side), base), tiles]
+
+
+@dataclass
+class ResampledView(View):
+    """A view whose token grid was resized from a finer one (``source`` rows x cols over the same box) by torch's
+    bilinear interpolation (align_corners=False): a token's features mix the source cells of its non-zero taps,
+    so a region maps to the tokens with a tap in a source cell it overlaps."""
+
+    source: tuple[int, int] = (1, 1)  # (rows, cols) of the grid before resizing
+
+    def positions_under(self, region: Region) -> torch.Tensor:
+        bx0, by0, bx1, by1 = self.box
+        x0, y0, x1, y1 = max(region[0], bx0), max(region[1], by0), min(region[2], bx1), min(region[3], by1)
+        if x0 >= x1 or y0 >= y1:
+            return self.positions[:0]
+        (rows, cols), (source_rows, source_cols) = self.grid, self.source
+        row_cells = set(
+            _cells((y0 - by0) / (by1 - by0) * source_rows, (y1 - by0) / (by1 - by0) * source_rows, source_rows)
+        )
+        col_cells = set(
+            _cells((x0 - bx0) / (bx1 - bx0) * source_cols, (x1 - bx0) / (bx1 - bx0) * source_cols, source_cols)
+        )
+        row_range = [r for r in range(rows) if _bilinear_taps(r, source_rows, rows) & row_cells]
+        col_range = [c for c in range(cols) if _bilinear_taps(c, source_cols, cols) & col_cells]
+        return self.positions[[r * cols + c for r in row_range for c in col_range]]
+
+
+def _bilinear_taps(index: int, n_in: int, n_out: int) -> set[int]:
+    """The input cells [0, n_in) with non-zero weight in output cell ``index`` of a bilinear resize to n_out cells,
+    align_corners=False (ATen's area_pixel_compute_source_index: (index + 0.5) * n_in / n_out - 0.5, clamped at 0)."""
+    source = max((index + 0.5) * n_in / n_out - 0.5, 0.0)
+    low = min(int(source), n_in - 1)
+    return {low, min(low + 1, n_in - 1)} if source - low > 1e-6 else {low}
 
 
 @dataclass
@@ -523,18 +712,9 @@ class SplitImageAdapter(Adapter):
     def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
         """Positions [n_tiles, side * side] of one image's tokens, tile by tile (the global image last): one run of
         image tokens per tile; an image ends with the run after the token that precedes each row's last run."""
-        spans = []
-        for row in inputs["input_ids"]:
-            runs = _runs(row == self.image_token_id)
-            global_tag = row[runs[-1][0] - 1] if runs else None
-            images, current = [], []
-            for start, length in runs:
-                current.append(torch.arange(start, start + length))
-                if row[start - 1] == global_tag:
-                    images.append(torch.stack(current))
-                    current = []
-            spans.append(images)
-        return _one_image(spans, batch_index, image_index)
+        return torch.stack(
+            _one_image(_run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
+        )
 
     def image_token_grid(self, inputs, batch_index, image_index):
         return self._tile_positions(inputs, batch_index, image_index)[-1], (self.side, self.side)
@@ -549,12 +729,8 @@ class SplitImageAdapter(Adapter):
                 f"a {width}x{height} image (longest edge {self.longest_edge}, tiles of {self.tile}) gives "
                 f"{rows}x{cols} tiles and the global image: build the adapter with the processor that made the inputs"
             )
-        grid, dx, dy = (self.side, self.side), width / max(cols, 1), height / max(rows, 1)
-        views = [
-            View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), grid, tiles[r * cols + c])
-            for r in range(rows)
-            for c in range(cols)
-        ]
+        grid = (self.side, self.side)
+        views = _tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]) if rows else []
         return [*views, View("global image", (0, 0, width, height), grid, tiles[-1])]
 
 
@@ -591,16 +767,6 @@ NO_REGION_MAPPING = (
     "notebooks 01-02 and the head-sets built from them), CERS steering and the grid NCS "
     "(helpers.measures.steering, notebooks 03-04)"
 )
-
-
-UNMAPPED = {  # families the generic adapter serves whose layout no mapping test has checked yet
-    family: f". {family}'s layout ({layout}) has no adapter and no mapping test (tests/test_region_mapping.py) yet"
-    for family, layout in {
-        "aya_vision": "tiles and a thumbnail, pixel-shuffled",
-        "lfm2_vl": "tiles and a thumbnail of variable patch grids",
-        "ovis2": "tiles and a thumbnail, tokens over a visual vocabulary",
-    }.items()
-}
 
 
 @dataclass
@@ -643,8 +809,7 @@ class GenericAdapter(Adapter):
     @property
     def no_region_mapping(self) -> str:
         """Why the region analyses cannot run on this family, and what can."""
-        why = UNMAPPED.get(self.family, "")
-        return NO_REGION_MAPPING.format(family=self.family, hand_written=", ".join(sorted(ADAPTERS))) + why
+        return NO_REGION_MAPPING.format(family=self.family, hand_written=", ".join(sorted(ADAPTERS)))
 
     def image_token_grid(self, inputs, batch_index, image_index):
         raise NotImplementedError(self.no_region_mapping)
@@ -845,12 +1010,86 @@ def _gemma4(config, image_processor=None, processor=None) -> Adapter:
     )
 
 
+def _aya_vision(config, image_processor=None, processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    if config.vision_feature_select_strategy != "full":
+        raise ValueError(
+            "aya_vision adapter needs vision_feature_select_strategy='full' (SigLIP, one token per patch)"
+        )
+    return AyaVisionAdapter(
+        family="aya_vision",
+        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=config.image_token_id,
+        side=vision.image_size // vision.patch_size // config.downsample_factor,
+        crop=False,
+        **_tiling(image_processor, (vision.image_size, vision.image_size)),
+        **shape,
+    )
+
+
+def _ovis2(config, image_processor=None, processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    vision = config.vision_config
+    patches, stride = vision.image_size // vision.patch_size, vision.hidden_stride
+    if patches % stride:
+        raise ValueError(
+            f"ovis2: {patches} patches per tile edge, not a multiple of hidden_stride {stride}; the vision tower pads "
+            "the last token row and column with fewer patches, which the region mapping does not model"
+        )
+    tiling = dict(tile=vision.image_size, min_tiles=1, max_tiles=12, covering=True)  # Ovis2ImageProcessor's defaults
+    if image_processor is not None:
+        tiling = dict(
+            tile=image_processor.size.height,
+            min_tiles=image_processor.min_patches,
+            max_tiles=image_processor.max_patches,
+            covering=image_processor.use_covering_area_grid,
+        )
+    if tiling["tile"] != vision.image_size:
+        raise ValueError(f"ovis2: tiles of {tiling['tile']} px, but the vision tower takes {vision.image_size}")
+    return Ovis2Adapter(
+        family="ovis2",
+        candidate_layers=list(range(shape["n_layers"])),
+        image_token_id=config.image_token_id,
+        side=patches // stride,
+        crop=False,
+        **tiling,
+        **shape,
+    )
+
+
+def _lfm2_vl(config, image_processor=None, processor=None) -> Adapter:
+    shape = _text_shape(config.text_config)
+    tiling = dict(tile=512, min_tiles=2, max_tiles=10, thumbnail=True)  # Lfm2VlImageProcessor's defaults
+    if image_processor is not None:
+        if image_processor.downsample_factor != config.downsample_factor:
+            raise ValueError(
+                f"lfm2_vl: the image processor downsamples by {image_processor.downsample_factor}, the model by "
+                f"{config.downsample_factor}"
+            )
+        tiling = dict(
+            tile=image_processor.tile_size,
+            min_tiles=image_processor.min_tiles,
+            max_tiles=image_processor.max_tiles,
+            thumbnail=image_processor.use_thumbnail,
+        )
+    return Lfm2VlAdapter(
+        family="lfm2_vl",
+        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=config.image_token_id,
+        factor=config.downsample_factor,
+        **tiling,
+        **shape,
+    )
+
+
 ADAPTERS = {
     "qwen2_vl": _qwen,
     "qwen2_5_vl": _qwen,
     "qwen3_vl": _qwen,
     "qwen3_vl_moe": _qwen,
     "qwen3_5": _qwen,
+    "glm4v": _qwen,
     "gemma3": _gemma3,
     "paligemma": _paligemma,
     "mistral3": _mistral3,
@@ -861,6 +1100,9 @@ ADAPTERS = {
     "llava_onevision": _anyres,
     "idefics3": _split_image,
     "smolvlm": _split_image,
+    "aya_vision": _aya_vision,
+    "ovis2": _ovis2,
+    "lfm2_vl": _lfm2_vl,
 }
 
 

@@ -5,7 +5,8 @@ the image, then the prompt) -> `processor(text, images, padding)`. Padding is on
 column is every row's last prompt token when no answer is appended (what generation needs).
 
 Char offsets of an item's query span are mapped to tokens through the tokenizer's offset mapping, on
-the text the processor really tokenizes (its image placeholder expanded to one token per merged patch),
+the text the processor really tokenizes (its image placeholder replaced by the processor's expansion: image
+tokens and, for families that tile, their tile and row markers; the processor's ``text_replacement_offsets``),
 so the mapping holds for any BPE, whose token boundaries need not match words.
 """
 
@@ -48,6 +49,17 @@ def overlap_mask(offsets: torch.Tensor, start: int, end: int) -> torch.Tensor:
     return (token_end > token_start) & (token_start < end) & (token_end > start)
 
 
+def repeated_image_token_id(processor) -> int:
+    """The token the processor repeats once per image feature: its image_token_id, except where that is the
+    placeholder it expands: Gemma3Processor (image_token = boi_token; it repeats the tokenizer's image_token) and
+    Ovis2Processor (image_token "<image>"; replace_image_token repeats "<IMG_ATOM>")."""
+    if processor.image_token == getattr(processor, "boi_token", None):
+        return processor.tokenizer.image_token_id
+    if type(processor).__name__ == "Ovis2Processor":
+        return processor.tokenizer.convert_tokens_to_ids("<IMG_ATOM>")
+    return processor.image_token_id
+
+
 def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None = None) -> Batch:
     """Tokenise `items` (one image each) in one left-padded batch. With `answers` (one per item, e.g.
     the items' own `answer` or a model's greedy answer), each row is teacher-forced: prompt + answer +
@@ -74,21 +86,22 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
     ]
     encoded = processor(
         text=texts,
-        images=[item.image for item in items],
+        images=[[item.image] for item in items],  # one image per row
         padding=True,
         return_offsets_mapping=True,
+        return_text_replacement_offsets=True,
         return_tensors="pt",
     )
     offsets = encoded.pop("offset_mapping")  # [B, T, 2], chars of expanded text
-    # the processor expands each row's one placeholder to this many copies of itself (any family that does so)
-    n_image_tokens = (encoded["input_ids"] == processor.image_token_id).sum(dim=1).tolist()  # [B]
+    replacements = encoded.pop("text_replacement_offsets")  # per row, per image: {"span": (start, stop), ...}
 
     B, T = encoded["input_ids"].shape
     query_mask, last_prompt_mask, answer_mask, end_mask, prompt_text_mask = (
         torch.zeros(B, T, dtype=torch.bool) for _ in range(5)
     )
     for row, (item, prompt) in enumerate(zip(items, prompts)):
-        expanded_prompt = prompt.replace(image_token, image_token * n_image_tokens[row])
+        (start, stop), expansion = replacements[row][0]["span"], replacements[row][0]["replacement"]
+        expanded_prompt = prompt[:start] + expansion + prompt[stop:]  # the prompt as the processor tokenizes it
         prompt_start = expanded_prompt.rindex(item.prompt)
         query_mask[row] = overlap_mask(
             offsets[row], prompt_start + item.query_span[0], prompt_start + item.query_span[1]
@@ -107,7 +120,7 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
             answer_mask[row] = overlap_mask(offsets[row], answer_start, answer_end)
             end_mask[row] = overlap_mask(offsets[row], answer_end, answer_end + len(end_text))
         last_prompt_mask[row, last] = True
-    image_mask = encoded["input_ids"] == processor.image_token_id
+    image_mask = encoded["input_ids"] == repeated_image_token_id(processor)
     return Batch(
         inputs=dict(encoded),
         query_mask=query_mask,
