@@ -21,7 +21,7 @@ from helpers.engine import (
 from helpers.engine.head_sets import _from_prefix
 from helpers.engine.kept_rows import _kept_rows
 from tests.oracle import ORACLE, oracle_bias
-from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
+from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
 
 FAMILIES = sorted(CONFIGS)
 
@@ -34,6 +34,18 @@ def family(request):
     oracle = tiny_model(family, ORACLE)
     inputs = tiny_inputs(family, probed.model)
     return family, probed, eager, oracle, inputs
+
+
+def _second_row(inputs: dict) -> dict:
+    """Batch row 1 alone (no padding): per-row tensors [2, ...] and the second half of per-image ones (one image a
+    row); Molmo 2's pooling indices then count from the row's own first patch."""
+    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}
+    if "image_token_pooling" in item:  # [tokens, pool_h * pool_w] into the batch's patches, -1: padding
+        skipped = inputs["pixel_values"].shape[:2].numel() // 2  # row 0's patches
+        item["image_token_pooling"] = torch.where(
+            item["image_token_pooling"] >= 0, item["image_token_pooling"] - skipped, -1
+        )
+    return item
 
 
 def _groups(lm, inputs):
@@ -266,10 +278,7 @@ def test_zero_bias_and_empty_set_change_nothing(family):
 @torch.no_grad()
 def test_batched_head_sets_equal_sequential(family):
     name, lm, _, _, inputs = family
-    item = {
-        k: (v[1:] if k not in ("pixel_values", "image_grid_thw") or v.shape[0] == 2 else v[v.shape[0] // 2 :])
-        for k, v in inputs.items()
-    }  # batch row 1 alone (no padding)
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
@@ -290,7 +299,7 @@ def test_batched_head_sets_equal_sequential(family):
 def test_run_head_sets_equals_batched_and_sequential(family, lowest):
     """The fast path (vision tower and layers below the first intervened one run once) == plain batch == loop."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(lowest, 1), (L - 1, 3)], [(L - 1, 0)], [], [(l, h) for l in range(lowest, L) for h in range(0, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
@@ -318,7 +327,7 @@ def test_run_head_sets_equals_batched_and_sequential(family, lowest):
 def test_run_head_sets_with_one_bias_for_all_copies_equals_the_loop(family, bias, last_rows):
     """Copies with the same keys, rows and bias (the engine builds their biased mask once) == one call per set."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
@@ -341,7 +350,7 @@ def test_run_head_sets_from_an_unchanged_prefix_equals_the_loop(family, monkeypa
     """Rows after every image token: the prefix runs once into a cache and the copies continue from it (in forwards
     of per_forward copies); their kept logits == one full probe call per set. Padded items run whole copies."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0), (L - 1, 2)], [], [(l, h) for l in range(L) for h in range(1, H, 2)]]
     heads = stack_head_sets(lm.adapter, sets)  # [4, L, H]
@@ -384,7 +393,7 @@ def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypat
     run only the rest; an image the first key falls inside goes whole with the rest (the vision tower with it),
     an image before the first key stays with the clean rows. Kept logits == one full probe call per set."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     real = item["attention_mask"][0].bool()
     item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
@@ -419,7 +428,7 @@ def test_run_head_sets_continues_few_copies_only_from_a_remembered_item(family, 
     """Copies whose unchanged rows add up to less than one copy's run whole, unless remember_item recorded the clean
     item before; both give the loop's logits."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     real = item["attention_mask"][0].bool()
     item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
     L = len(lm.adapter.candidate_layers)
@@ -442,6 +451,30 @@ def test_run_head_sets_continues_few_copies_only_from_a_remembered_item(family, 
     torch.testing.assert_close(again, alone, atol=1e-5, rtol=0)
 
 
+@torch.no_grad()
+def test_run_head_sets_keeps_molmo2_markers_with_the_image(monkeypatch):
+    """Molmo 2's processor puts the markers around the image (<im_start>, <im_col>, <im_end>) into the image tokens'
+    bidirectional block: copies intervened from <im_end> on change the image rows before it, so the clean prefix
+    they continue ends before the block's first position. Kept logits == one full probe call per set."""
+    lm = wrap_model(tiny_model("molmo2", ATTENTION))
+    item = tiny_inputs("molmo2", lm.model, lengths=(3,))  # [1, T], no pads
+    ids = item["input_ids"]
+    item["mm_token_type_ids"] = torch.isin(ids, torch.tensor([IMAGE_TOKEN, VISION_START, VISION_END])).long()
+    rows = torch.zeros_like(ids, dtype=torch.bool)
+    rows[:, int((ids[0] == VISION_END).nonzero()[0]) :] = True  # <im_end> and the text after it
+    keys = lm.adapter.image_positions(ids)
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    heads = stack_head_sets(lm.adapter, [[(0, 1)], [(l, h) for l in range(L) for h in range(H)]])  # [2, L, H]
+    seen = []
+    monkeypatch.setattr(head_sets, "_from_prefix", lambda *a: seen.append(a[-2]) or _from_prefix(*a))
+    head_sets.remember_item(lm, item)
+    fast = run_head_sets(lm, item, heads, keys, 3.0, rows, logits_to_keep=1)  # [2, 1, V]
+    assert seen == [int((ids[0] == VISION_START).nonzero()[0])]
+    for i in range(2):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=3.0, rows=rows)):
+            torch.testing.assert_close(fast[i : i + 1], lm.model(**item).logits[:, -1:], atol=1e-5, rtol=0)
+
+
 BOUNDARIES = ("first image token", "after the image", "first prompt token")
 
 
@@ -460,7 +493,7 @@ def test_run_head_sets_from_each_image_boundary_matches_the_oracle(family, monke
     logit the copies continue the clean rows before it; every kept logit == the eager oracle, and an empty set's
     == the clean forward's."""
     name, lm, _, oracle, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     real = item["attention_mask"][0].bool()
     item = {k: v[:, real] if v.shape == real[None].shape else v for k, v in item.items()}  # the pads dropped
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
@@ -496,7 +529,7 @@ def test_run_head_sets_runs_the_last_layer_at_the_kept_rows(family, monkeypatch,
     at the last k rows only; the kept logits == one full probe call per set. A copy that intervenes in the last
     layer at rows that are not kept gets the whole layer (its intervention changes nothing kept)."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     top = [(L - 1, 3)] if last_layer_heads else []
     sets = [[(0, 1), *top], [(1, 0), (1, 2)], [], [(l, h) for l in range(L - 1) for h in range(1, H, 2)] + top]
@@ -526,7 +559,7 @@ def test_run_head_sets_in_several_forwards_equals_one_and_runs_the_vision_tower_
     """max_tokens below the copies' tokens: the copies go in forwards of 1 and 3; the vision tower runs once for
     the item, in the first call, and later calls on the same pixel tensor reuse its output."""
     name, lm, _, _, inputs = family
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}  # batch row 1
+    item = _second_row(inputs)
     L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     sets = [[(0, 1), (L - 1, 3)], [(1, 0)], [], [(l, h) for l in range(L) for h in range(0, H, 2)], [(L - 1, 1)]]
     heads = stack_head_sets(lm.adapter, sets)  # [5, L, H]
@@ -659,7 +692,7 @@ def test_run_head_sets_guards():
     heads = stack_head_sets(lm.adapter, [[(1, 0)], [(2, 1)], [(0, 3)]])  # [3, L, H]
     with pytest.raises(ValueError, match="takes a single item \\(batch 1\\), got batch 2"):
         run_head_sets(lm, inputs, heads, image[:1], HIDE)
-    item = {k: v[1:] if v.shape[0] == 2 else v[v.shape[0] // 2 :] for k, v in inputs.items()}
+    item = _second_row(inputs)
     with pytest.raises(ValueError, match=r"keys must be a bool tensor \[1, T\] or \[3, T\], got Tensor \(2,"):
         run_head_sets(lm, item, heads, image, HIDE)
     with pytest.raises(ValueError, match="Intervention.keys selects no position in batch row"):

@@ -43,6 +43,7 @@ EDGE = {  # the shortest edge, in pixels, any view of an image is resized to (th
     "ovis2": 28,
     "lfm2_vl": 28,  # tiles and the thumbnail's shorter edge
     "glm4v": 84,  # native resolution: the shorter edge of SIZES' images resized to whole 28 px cells
+    "molmo2": 35,  # the low-res image; the high-res canvas is at least one crop
 }
 MAPPED = list(EDGE)
 SIZES = [(200, 130), (90, 160), (56, 56)]  # (width, height): wide, tall, one tile
@@ -56,8 +57,9 @@ def _model_and_processor(family: str):
     config = REGION_CONFIGS[family]()
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(config, attn_implementation=attn_implementation_for(config))
-    for name, weight in model.named_parameters():  # Gemma 3 initialises its image projection to zeros
-        if "projector" in name and weight.ndim == 2 and not weight.any():
+    for name, weight in model.named_parameters():  # Gemma 3 initialises its image projection to zeros; Molmo 2's
+        # pooling attention and gated projector, drawn at std 0.02, pass a painted patch on at about 1e-8
+        if "projector" in name and weight.ndim == 2 and (not weight.any() or family == "molmo2"):
             torch.nn.init.normal_(weight, std=0.5)
     return local_vision(model.eval()), tiny_processor(family)
 

@@ -43,6 +43,10 @@ from transformers import (
     LlavaOnevisionProcessor,
     LlavaOnevisionVideoProcessor,
     Mistral3Config,
+    Molmo2Config,
+    Molmo2ImageProcessor,
+    Molmo2Processor,
+    Molmo2VideoProcessor,
     Ovis2Config,
     Ovis2ImageProcessor,
     Ovis2Processor,
@@ -382,6 +386,28 @@ def _ovis2() -> Ovis2Config:
     )
 
 
+def _molmo2() -> Molmo2Config:
+    """Molmo 2's vision tower on 35 x 35 crops (5 x 5 patches of 7 px), one feature layer, pooled 2 x 2 by the
+    adapter's attention (the 5 x 5 grid padded to 6 x 6: 9 tokens); Qwen3-style text backbone."""
+    return Molmo2Config(
+        text_config=dict(TEXT, additional_vocab_size=0),
+        vision_config=dict(VISION, num_key_value_heads=2, head_dim=16, image_size=[35, 35], patch_size=7),
+        adapter_config=dict(
+            hidden_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=64,
+            text_hidden_size=TEXT["hidden_size"],
+            vision_feature_layer=[-1],
+        ),  # fmt: skip
+        image_patch_id=IMAGE_TOKEN,
+        image_start_token_id=VISION_START,
+        image_end_token_id=VISION_END,
+        low_res_image_start_token_id=294,
+    )
+
+
 CONFIGS = {
     "qwen3_vl": _qwen3_vl,
     "qwen3_vl_moe": lambda: _qwen3_vl(  # 4 experts of which 2 per token, every layer sparse
@@ -402,6 +428,7 @@ CONFIGS = {
     "ovis2": _ovis2,
     "glm4v": _glm4v,
     "cohere2_vision": _cohere2_vision,
+    "molmo2": _molmo2,
 }
 QWEN_FAMILIES = ("qwen3_vl", "qwen3_vl_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_5", "glm4v")  # patch grids, merged
 GENERIC_FAMILIES = ("cohere2_vision",)
@@ -444,6 +471,9 @@ def _image_tokens(family: str, config, grid: tuple[int, int] = (4, 6)) -> tuple[
         }
     if family == "internvl":
         return config.image_seq_length, {"pixel_values": torch.randn(1, 3, *vision.image_size)}
+    if family == "molmo2":  # a 35 x 35 image: the low-res view and one crop, 9 pooled tokens each
+        pixels = dict(_molmo2_image_processor()(torch.randint(0, 256, (3, 35, 35), dtype=torch.uint8)))
+        return int(pixels["image_grids"][0].view(2, 2).prod(1).sum()), pixels
     if family == "lfm2_vl":  # flattened patches [batch, patches, 3 p p] and their grid (patches per edge)
         edge = int(vision.num_patches**0.5)
         return (edge // config.downsample_factor) ** 2, {
@@ -490,10 +520,16 @@ def tiny_inputs(family: str, model, lengths=(5, 3), seed: int = 1, n_images: int
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     for name in images[0][1]:  # each row's image n_images times, rows in order
         inputs[name] = torch.cat([pixels[name] for _, pixels in images for _ in range(n_images)])
-    if family in QWEN_FAMILIES:
+    if family in QWEN_FAMILIES or family == "molmo2":  # Molmo 2's processor marks its image markers too
         inputs["mm_token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
     if family == "gemma3":
         inputs["token_type_ids"] = (input_ids == IMAGE_TOKEN).long()
+    if family == "molmo2":  # each image's pooling indices point into its own crops' patches
+        image = images[0][1]  # every image is the same one
+        n_tokens, n_patches = len(image["image_token_pooling"]), image["pixel_values"].shape[:2].numel()
+        offsets = torch.arange(len(rows) * n_images).repeat_interleave(n_tokens) * n_patches  # [tokens]
+        pooling = inputs["image_token_pooling"]  # [tokens, pool_h * pool_w], -1: padding
+        inputs["image_token_pooling"] = torch.where(pooling >= 0, pooling + offsets[:, None], -1)
     return inputs
 
 
@@ -710,6 +746,23 @@ def _glm4v_processor() -> Glm4vProcessor:
     return Glm4vProcessor(image_processor, tiny_tokenizer(words), Glm4vVideoProcessor())
 
 
+def _molmo2_image_processor() -> Molmo2ImageProcessor:
+    """35 px crops of 7 px patches overlapping by 1 patch on each side (windows of 21 px), at most 4 crops."""
+    return Molmo2ImageProcessor(
+        size={"height": 35, "width": 35}, patch_size=7, overlap_margins=[1, 1], max_crops=4, resample=NEAREST
+    )
+
+
+def _molmo2_processor() -> Molmo2Processor:
+    """Molmo 2's processor: the low-res view (a 3 x 3 token grid) then the high-res crops' grid, <im_col> after each
+    row of image tokens; <|image|> in the text stands for the image."""
+    words = {"<im_patch>": IMAGE_TOKEN, "<im_start>": VISION_START, "<im_end>": VISION_END, "<low_res_im_start>": 294,
+             "<im_col>": 295, "<|image|>": 296, "<|video|>": 297, "<frame_start>": 298, "<frame_end>": 299,
+             "<im_low>": 289}  # fmt: skip
+    tokenizer = tiny_tokenizer(words, image_token="<|image|>", video_token="<|video|>", bos_token="<eos>")
+    return Molmo2Processor(_molmo2_image_processor(), Molmo2VideoProcessor(), tokenizer)
+
+
 PROCESSORS = {
     "gemma3": _gemma3_processor,
     "gemma3_pan_and_scan": lambda: _gemma3_processor(pan_and_scan=True),
@@ -726,6 +779,7 @@ PROCESSORS = {
     "ovis2": _ovis2_processor,
     "lfm2_vl": _lfm2_vl_processor,
     "glm4v": _glm4v_processor,
+    "molmo2": _molmo2_processor,
 }
 NEAREST = 0  # PIL's NEAREST: resizing moves no pixel's value into a neighbouring cell
 

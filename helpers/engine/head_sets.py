@@ -121,9 +121,9 @@ def _unchanged_prefix(adapter, item: dict, spec: Intervention, logits_to_keep: i
     [0, p0) with p0 the later of the two are the clean item's. The other maskings change every chosen row
     whatever it sees, so p0 is the first chosen row (none with rows "all"): the leaky uniform attention of a
     chosen row reads later rows, but the rows before the first chosen one still read only earlier rows. An image
-    is never split: p0 moves back to the first image token when an image straddles it (its tokens may attend to
-    each other both ways). The rows whose logits are kept must lie in [p0, T), a chosen row too, and the item
-    has no pads."""
+    is never split: p0 moves back to the first of the positions that may attend to each other both ways (the
+    adapter's attending_both_ways: the image tokens, Molmo 2's with their markers) when they straddle it. The rows
+    whose logits are kept must lie in [p0, T), a chosen row too, and the item has no pads."""
     padded = "attention_mask" in item and not bool(item["attention_mask"].all())
     if logits_to_keep < 1 or padded or not _continues_rows(adapter):
         return 0
@@ -139,9 +139,9 @@ def _unchanged_prefix(adapter, item: dict, spec: Intervention, logits_to_keep: i
         if chosen.numel() == 0 or int(chosen[-1]) < start:
             return 0
         start = max(start, int(chosen[0]))
-    images = adapter.image_positions(item["input_ids"])[0].nonzero().flatten()  # [i]
-    if images.numel() and int(images[0]) < start <= int(images[-1]):
-        start = int(images[0])
+    joint = adapter.attending_both_ways(item)  # [i]
+    if joint.numel() and int(joint[0]) < start <= int(joint[-1]):
+        start = int(joint[0])
     return start if 0 < start <= item["input_ids"].shape[1] - logits_to_keep else 0
 
 
