@@ -28,6 +28,9 @@ FAMILIES = [
     "ovis2",
     "lfm2_vl",
     "glm4v",
+    "molmo2",  # a low-res view and overlapping high-res crops, pooled
+    "paligemma",  # a fixed grid; the processor inserts <bos> after the image and a newline at the end
+    "qwen3_vl_moe",
 ]
 TEMPLATE = (  # text before the image, as in real chat templates: a row in the image always sees a key left unhidden
     "User: {% for message in messages %}{% for part in message['content'] %}{% if part['type'] == 'image' %}IMAGE"

@@ -57,9 +57,12 @@ from transformers import (
     PreTrainedTokenizerFast,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
+    Qwen2VLImageProcessor,
     Qwen3_5Config,
     Qwen3VLConfig,
     Qwen3VLMoeConfig,
+    Qwen3VLProcessor,
+    Qwen3VLVideoProcessor,
     SiglipImageProcessor,
     SmolVLMConfig,
     SmolVLMImageProcessor,
@@ -746,6 +749,17 @@ def _glm4v_processor() -> Glm4vProcessor:
     return Glm4vProcessor(image_processor, tiny_tokenizer(words), Glm4vVideoProcessor())
 
 
+def _qwen3_vl_processor() -> Qwen3VLProcessor:
+    """Qwen3-VL's processor (its MoE sibling's too): the image resized (aspect kept) to whole 32 px cells."""
+    words = {"<|image_pad|>": IMAGE_TOKEN, "<|vision_start|>": VISION_START, "<|vision_end|>": VISION_END,
+             "<|video_pad|>": VIDEO_TOKEN}  # fmt: skip
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2, resample=NEAREST,
+        size={"shortest_edge": 64 * 64, "longest_edge": 32 * 32 * 64},
+    )  # fmt: skip
+    return Qwen3VLProcessor(image_processor, tiny_tokenizer(words), Qwen3VLVideoProcessor())
+
+
 def _molmo2_image_processor() -> Molmo2ImageProcessor:
     """35 px crops of 7 px patches overlapping by 1 patch on each side (windows of 21 px), at most 4 crops."""
     return Molmo2ImageProcessor(
@@ -780,6 +794,7 @@ PROCESSORS = {
     "lfm2_vl": _lfm2_vl_processor,
     "glm4v": _glm4v_processor,
     "molmo2": _molmo2_processor,
+    "qwen3_vl_moe": _qwen3_vl_processor,
 }
 NEAREST = 0  # PIL's NEAREST: resizing moves no pixel's value into a neighbouring cell
 

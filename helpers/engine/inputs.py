@@ -5,9 +5,10 @@ the image, then the prompt) -> `processor(text, images, padding)`. Padding is on
 column is every row's last prompt token when no answer is appended (what generation needs).
 
 Char offsets of an item's query span are mapped to tokens through the tokenizer's offset mapping, on
-the text the processor really tokenizes (its image placeholder replaced by the processor's expansion: image
-tokens and, for families that tile, their tile and row markers; the processor's ``text_replacement_offsets``),
-so the mapping holds for any BPE, whose token boundaries need not match words.
+the text the processor really hands its tokenizer (recorded by _RecordingTokenizer): the image placeholder
+replaced by the processor's expansion (image tokens and, for families that tile, their tile and row markers),
+plus whatever the processor inserts (PaliGemma: <bos> after the image and a newline at the end; Molmo 2: <bos>
+in front). So the mapping holds for any processor and any BPE, whose token boundaries need not match words.
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def overlap_mask(offsets: torch.Tensor, start: int, end: int) -> torch.Tensor:
 
 def repeated_image_token_id(processor) -> int:
     """The token the processor repeats once per image feature: its image_token_id, except where that is the
-    placeholder it expands: Gemma3Processor (image_token = boi_token; it repeats the tokenizer's image_token) and
-    Ovis2Processor (image_token "<image>"; replace_image_token repeats "<IMG_ATOM>")."""
+    placeholder it expands: Gemma3Processor (image_token = boi_token; it repeats the tokenizer's image_token),
+    Ovis2Processor (image_token "<image>"; replace_image_token repeats "<IMG_ATOM>") and Molmo2Processor
+    (image_token "<|image|>"; replace_image_token repeats "<im_patch>")."""
     if processor.image_token == getattr(processor, "boi_token", None):
         return processor.tokenizer.image_token_id
-    if type(processor).__name__ == "Ovis2Processor":
-        return processor.tokenizer.convert_tokens_to_ids("<IMG_ATOM>")
+    repeated = {"Ovis2Processor": "<IMG_ATOM>", "Molmo2Processor": "<im_patch>"}.get(type(processor).__name__)
+    if repeated is not None:
+        return processor.tokenizer.convert_tokens_to_ids(repeated)
     return processor.image_token_id
 
 
@@ -84,25 +87,17 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
         prompt + (answer + end_text if answers is not None else "")
         for prompt, answer in zip(prompts, answers or [""] * len(items))
     ]
-    encoded = processor(
-        text=texts,
-        images=[[item.image] for item in items],  # one image per row
-        padding=True,
-        return_offsets_mapping=True,
-        return_text_replacement_offsets=True,
-        return_tensors="pt",
-    )
-    offsets = encoded.pop("offset_mapping")  # [B, T, 2], chars of expanded text
-    replacements = encoded.pop("text_replacement_offsets")  # per row, per image: {"span": (start, stop), ...}
+    encoded, tokenized = _encode(processor, texts, [[item.image] for item in items])  # one image per row
+    offsets = encoded.pop("offset_mapping")  # [B, T, 2], chars of the tokenized texts
+    encoded.pop("labels", None)  # PaliGemma's processor adds training labels: the engine never computes a loss
 
     B, T = encoded["input_ids"].shape
     query_mask, last_prompt_mask, answer_mask, end_mask, prompt_text_mask = (
         torch.zeros(B, T, dtype=torch.bool) for _ in range(5)
     )
     for row, (item, prompt) in enumerate(zip(items, prompts)):
-        (start, stop), expansion = replacements[row][0]["span"], replacements[row][0]["replacement"]
-        expanded_prompt = prompt[:start] + expansion + prompt[stop:]  # the prompt as the processor tokenizes it
-        prompt_start = expanded_prompt.rindex(item.prompt)
+        at = _after_image(texts[row], tokenized[row], image_token, item)  # char of texts[row] -> char tokenized
+        prompt_start = at(prompt.rindex(item.prompt))
         query_mask[row] = overlap_mask(
             offsets[row], prompt_start + item.query_span[0], prompt_start + item.query_span[1]
         )
@@ -110,10 +105,10 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
         if not query_mask[row].any():
             raise ValueError(f"item {item.kind} {item.seed_key}: no token covers query span {item.query_span}")
         token_end = offsets[row, :, 1]
-        in_prompt = (token_end > offsets[row, :, 0]) & (token_end <= len(expanded_prompt))
+        answer_start = at(len(prompt))
+        in_prompt = (token_end > offsets[row, :, 0]) & (token_end <= answer_start)
         last = int(in_prompt.nonzero().max())
         if answers is not None:
-            answer_start = len(expanded_prompt)
             answer_end = answer_start + len(answers[row])
             if offsets[row, last + 1, 0] != answer_start:
                 raise ValueError(f"item {item.kind} {item.seed_key}: a token straddles the prompt/answer boundary")
@@ -131,3 +126,52 @@ def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None 
         prompt_text_mask=prompt_text_mask,
         items=list(items),
     )
+
+
+class _RecordingTokenizer:
+    """The processor's tokenizer, recording the texts it is called on (the processor's final texts)."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer, self.texts = tokenizer, None
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+    def __call__(self, text, *args, **kwargs):
+        self.texts = [text] if isinstance(text, str) else list(text)
+        return self._tokenizer(text, *args, **kwargs)
+
+
+def _encode(processor, texts: list[str], images: list) -> tuple[dict, list[str]]:
+    """processor(texts, images) with offsets, and the texts its tokenizer was really given (one per row)."""
+    tokenizer = processor.tokenizer
+    recording = processor.tokenizer = _RecordingTokenizer(tokenizer)
+    try:
+        encoded = processor(text=texts, images=images, padding=True, return_offsets_mapping=True, return_tensors="pt")
+    finally:
+        processor.tokenizer = tokenizer
+    if recording.texts is None or len(recording.texts) != len(texts):
+        raise ValueError(f"{type(processor).__name__} did not tokenize the {len(texts)} texts in one call")
+    return encoded, recording.texts
+
+
+def _after_image(text: str, tokenized: str, image_token: str, item: Item):
+    """The map from a char of `text` after its image placeholder to the same char in `tokenized` (the text the
+    tokenizer got): the text after the placeholder appears there whole, after the image's expansion."""
+    image_end = text.index(image_token) + len(image_token)
+    rest = text[image_end:]
+    rest_start = tokenized.rfind(rest)
+    if rest_start < 0:
+        raise ValueError(
+            f"item {item.kind} {item.seed_key}: the processor changed the text after the image, so its prompt "
+            "cannot be found in the tokenized text"
+        )
+
+    def at(char: int) -> int:
+        if char < image_end:
+            raise ValueError(
+                f"item {item.kind} {item.seed_key}: the prompt must follow the image in the chat template"
+            )
+        return rest_start + char - image_end
+
+    return at
