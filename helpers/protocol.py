@@ -55,7 +55,9 @@ from helpers.measures.controls import (
     with_controls,
 )
 from helpers.measures.discovery import discover, setting_scores
-from helpers.measures.methods import METHODS, check_method
+from helpers.measures.methods import METHODS, PER_ITEM, check_method
+from helpers.measures.methods.cached import method_run
+from helpers.measures.methods.ceiling import half_split_ceiling
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import against_random, holm, t_interval
@@ -169,9 +171,14 @@ class Protocol(Evaluation):
         }
 
     def ceiling(self, head_set: HeadSet) -> dict | None:
-        """The half-split noise ceiling of the set's discovery setting (None when it has none): the mean
-        over random half-splits of the strips of the top-k overlap between the two halves' scores."""
-        if head_set.setting is None or self.no_regions:
+        """The half-split noise ceiling of the set's discovery setting or published method (None when it has
+        neither): the mean over random half-splits of the strips of the top-k overlap between the two halves'
+        scores."""
+        if self.no_regions:
+            return None
+        if head_set.record.get("method") in METHODS:
+            return self.method_ceiling(head_set)
+        if head_set.setting is None:
             return None
         s, p = parse_setting(head_set.setting), self.params
         n_strips = self.sizes["n_strips"]
@@ -185,6 +192,20 @@ class Protocol(Evaluation):
         splits = split_halves(n_strips, self.sizes["n_splits"], p.seed)
         shared = half_split_overlaps(scores, scores, head_set.k, splits)  # [n_splits]
         return {"ceiling": float(shared.mean()), "k": head_set.k, "n_strips": n_strips, "n_splits": len(splits)}
+
+    def method_ceiling(self, head_set: HeadSet) -> dict | None:
+        """The ceiling of a published method's set, on the card's model: the method's top-k on one half of the
+        strips it was discovered on against its top-k on the other half (helpers.measures.methods.ceiling, 08's
+        ceiling; a split where a half gives no score is left out)."""
+        record, p = head_set.record, self.params
+        method, n_items = record["method"], record["parameters"]["n_items"]
+        run = method_run(self.lm, method, n_items, record["parameters"]["seed"], self.cache)
+        splits = split_halves(n_items, self.sizes["n_splits"], p.seed)
+        shared = half_split_ceiling(run, PER_ITEM[method][1], head_set.k, splits)  # [n_splits], NaN: no score
+        kept = shared[~np.isnan(shared)]
+        if not len(kept):
+            return None
+        return {"ceiling": float(kept.mean()), "k": head_set.k, "n_strips": n_items, "n_splits": len(kept)}
 
     def audit_table(self) -> pd.DataFrame:
         p = self.params

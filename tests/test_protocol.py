@@ -14,9 +14,11 @@ from PIL import Image
 
 from helpers import protocol
 from helpers.measures.controls import layer_matched_controls, layer_matched_sets
-from helpers.measures.methods.cached import method_score
+from helpers.measures.methods import PER_ITEM
+from helpers.measures.methods.cached import method_run, method_score
+from helpers.measures.methods.ceiling import half_split_ceiling
 from helpers.measures.necessity import ncs
-from helpers.measures.overlap import top_k
+from helpers.measures.overlap import split_halves, top_k
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
 from helpers.runner import params, sizes
@@ -238,11 +240,17 @@ def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkey
     score = method_score(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
     np.testing.assert_array_equal(record["mask"], top_k(score, 11))
     assert (tmp_path / "headsets" / "ver.json").exists()
+    ceiling = card_protocol.ceiling(card_protocol.head_sets[0])  # the method's own half-splits
+    run = method_run(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
+    splits = split_halves(params.SMOKE["n_items"], card_protocol.sizes["n_splits"], 0)
+    expected = half_split_ceiling(run, PER_ITEM["ver"][1], 11, splits)
+    assert ceiling["ceiling"] == pytest.approx(np.nanmean(expected)) and ceiling["k"] == 11
+    assert ceiling["n_splits"] == int((~np.isnan(expected)).sum()) > 0
 
 
 def test_a_region_method_is_refused_before_a_model_without_region_mapping_loads(tmp_path):
-    tiny_model("aya_vision", "sdpa").save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="method 'gaze' reads the image tokens of regions. aya_vision"):
+    tiny_model("cohere2_vision", "sdpa").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="method 'gaze' reads the image tokens of regions. cohere2_vision"):
         protocol.refuse_unservable("gaze", str(tmp_path))
     protocol.refuse_unservable("ablation", str(tmp_path))  # no region read: served
 
