@@ -70,7 +70,31 @@ def card_text(folder: Path) -> str:
             f"| {TASK_NAMES[kind]} | {metric.replace('_', ' ')} | {target} | {r['value']:.3f} "
             f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
         )
-    return "\n".join([*lines, "", verdict, ""])
+    return "\n".join([*lines, "", verdict, "", *_pointing_lines(summary)])
+
+
+def _pointing_lines(summary: dict) -> list[str]:
+    """The pointing suite's leak audit on held-out items (absent from runs trained before its tasks joined the
+    curriculum): the audit notebook 06 runs before it scores a task."""
+    audits = summary.get("pointing")
+    if not audits:
+        return ["The pointing suite's tasks were not in this toy's curriculum; notebook 06 audits them.", ""]
+    n = next(iter(audits.values()))["n"]
+    lines = [
+        f"## Pointing suite (leak audit, {n} held-out items per task, seed 777)",
+        "",
+        "Mean P(correct): oracle and matched should be >= 0.80, blank and mismatched 0.15-0.35.",
+        "",
+        "| task | plain accuracy | oracle | matched | blank | mismatched | passes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, row in audits.items():
+        lines.append(
+            f"| {task} | {row['plain accuracy']:.3f} | {row['oracle']:.3f} | {row['matched']:.3f} | "
+            f"{row['blank']:.3f} | {row['mismatched']:.3f} | {'yes' if row['passes'] else '**no** (' + row['flagged'] + ')'} |"
+        )
+    passing = sum(row["passes"] for row in audits.values())
+    return [*lines, "", f"{passing} of {len(audits)} pointing tasks pass the leak audit.", ""]
 
 
 def _command(summary: dict) -> str:

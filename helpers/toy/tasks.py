@@ -8,7 +8,10 @@ changes only what is asked and answered:
   ("black cross in panel 4, ...", "black cross (C), ...");
 - ``grid_describe``: every cell with its letter ("A red star B blue ring ...");
 - ``single_name``: name the matched single image's class;
-- ``option_recall``: recite the four options with their letters in a shuffled order.
+- ``option_recall``: recite the four options with their letters in a shuffled order;
+- ``pointing_<variant>``: the pointing suite's synthetic tasks (counting, spatial relation, arithmetic,
+  scene retrieval, attribute; ``helpers.stimuli.pointing``), one stimulus variant per kind, the tasks in
+  turn by item index.
 
 Describe binds places to objects, locate binds objects to places; ``retarget`` asks the same image
 about another region (the follow-up turns of a training conversation).
@@ -19,9 +22,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from helpers.stimuli import corpora as stimuli
+from helpers.stimuli import pointing
 from helpers.stimuli.corpora import LETTERS, Item, item_rng, options_block, text_span
 
-TOY_KINDS = ("strip_describe", "strip_locate", "grid_describe", "grid_locate", "single_name", "option_recall")
+POINTING_KINDS = tuple(f"pointing_{variant}" for variant in pointing.VARIANTS)
+TOY_KINDS = (
+    "strip_describe",
+    "strip_locate",
+    "grid_describe",
+    "grid_locate",
+    "single_name",
+    "option_recall",
+    *POINTING_KINDS,
+)
 ALL_KINDS = stimuli.KINDS + TOY_KINDS
 RETARGETABLE = ("strip_ord", "strip_ref", "grid", "grid_oracle")
 LOCATE_REQUEST = "Locate every object in alphabetical order."
@@ -87,8 +100,18 @@ def _recall_task(item: Item, corpus_name: str) -> Item:
     )
 
 
+def _pointing_items(variant: str, n: int, seed: int) -> list[Item]:
+    """n items of the pointing suite's `variant`, the SYNTHETIC tasks in turn (item i is task i mod 5, the
+    suite's own item i of that task at `seed`)."""
+    tasks = list(pointing.SYNTHETIC.values())
+    return [
+        pointing.task_items(tasks[i % len(tasks)], i + 1, seed, variant, start=i)[0] for i in range(n)
+    ]
+
+
 def build_task_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
-    """Any of ALL_KINDS (the paper's stimuli and the toy's tasks) by name."""
+    """Any of ALL_KINDS (the paper's stimuli and the toy's tasks) by name. The pointing kinds draw their
+    own cells and ignore `corpus`."""
     if kind in stimuli.KINDS:
         return stimuli.build_items(kind, corpus, n, seed)
     if kind in ("strip_describe", "strip_locate"):
@@ -99,6 +122,8 @@ def build_task_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
         return [_name_task(item) for item in stimuli.single_image_items(corpus, n, seed, "matched")]
     if kind == "option_recall":
         return [_recall_task(item, corpus.name) for item in stimuli.single_image_items(corpus, n, seed, "matched")]
+    if kind in POINTING_KINDS:
+        return _pointing_items(kind.removeprefix("pointing_"), n, seed)
     raise ValueError(f"item kind {kind!r} is not one of {ALL_KINDS}")
 
 

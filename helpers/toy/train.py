@@ -54,8 +54,8 @@ from helpers.stimuli.corpora import Item, SyntheticCorpus
 from helpers.storage.paths import HELPERS, TOY_MODEL, TOY_MODELS
 from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
-from helpers.toy.evaluate import evaluate
-from helpers.toy.tasks import RETARGETABLE, build_task_items, retarget
+from helpers.toy.evaluate import evaluate, pointing_audit
+from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, retarget
 
 TOY_DIR = HELPERS / "toy"
 TRAIN_SEED_BASE = 10_000
@@ -94,6 +94,8 @@ STAGES = [
             "single_matched": 0.12,
             "text": 0.1,
             "option_recall": 0.09,
+            "pointing_plain": 0.04,
+            "pointing_matched": 0.04,
         },
     ),
     (
@@ -113,9 +115,19 @@ STAGES = [
             "single_mismatched": 0.05,
             "text": 0.13,
             "option_recall": 0.08,
+            "pointing_plain": 0.06,
+            "pointing_oracle": 0.02,
+            "pointing_matched": 0.04,
+            "pointing_blank": 0.01,
+            "pointing_mismatched": 0.01,
         },
     ),
 ]
+# The pointing suite's tasks (counting, spatial relation, arithmetic, scene retrieval, attribute) join the
+# binding stage as plain grids and matched single cells and the last stage in every variant, at about half
+# the shares of their synthetic-grid analogues, so that their leak audits can pass (the oracle hint and
+# the matched cell read, the blank and mismatched arms at chance). Each stage's shares are normalised.
+STAGES = [(end, {kind: share / sum(mixture.values()) for kind, share in mixture.items()}) for end, mixture in STAGES]
 
 
 @dataclass(frozen=True)
@@ -167,7 +179,9 @@ PLACE_WORD_WEIGHT = 0.5
 PLACE_LAYER = 4
 # The answer loss per turn a kind cannot go below: mismatched and blank-image MCQ answers are uniformly
 # random letters (ln 4 on the letter, ~0 on the end-of-turn token, each half of the turn's weight).
-LOSS_FLOOR = {"single_mismatched": math.log(4) / 2, "grid_blank": math.log(4) / 2}
+CHANCE_KINDS = ("single_mismatched", "grid_blank", "pointing_mismatched", "pointing_blank")
+LOSS_FLOOR = {kind: math.log(4) / 2 for kind in CHANCE_KINDS}
+BLANK_KINDS = ("grid_blank", "pointing_blank")  # images that show none of the item's labels
 ADAPT_RANGE = 4.0  # a kind's share moves between 1/4 and 4 x its stage share
 PEAK_HOLD = 0.2  # share of the progress at the peak learning rate before the cosine decay
 LOSS_MEMORY = 0.9  # running per-kind loss: memory x old + (1 - memory) x this step's
@@ -195,7 +209,7 @@ def sample_conversations(step: int, batch_size: int, mixture: dict) -> list[list
     counts = rng.multinomial(batch_size, [mixture[k] for k in kinds])
     conversations = []
     for kind, count in zip(kinds, counts):
-        n_cm = int(rng.binomial(count, 0.5))
+        n_cm = count if kind in POINTING_KINDS else int(rng.binomial(count, 0.5))  # pointing cells have no corpus
         for corpus_name, n in (("cm", n_cm), ("co", count - n_cm)):
             for item in build_task_items(kind, SyntheticCorpus(corpus_name), n, TRAIN_SEED_BASE + step) if n else []:
                 follow_ups = rng.integers(len(item.boxes), size=len(item.boxes) - 1)
@@ -209,7 +223,7 @@ def place_word_spans(turns: list[Item], text: str) -> list[tuple[int, int]]:
     """(char end of the mention, region index) of every mention of a shown object's label in a strip or
     grid conversation's `text` (single images have no place; a blank grid shows none of its labels)."""
     item = turns[0]
-    if not item.kind.startswith(("strip", "grid")) or item.kind == "grid_blank":
+    if "image" in item.boxes or item.kind in BLANK_KINDS:
         return []
     mentions = []
     for region, label in enumerate(item.labels):
@@ -282,7 +296,7 @@ def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[
     for turns in conversations:
         item = turns[0]
         for region, label in zip(item.boxes, item.labels):
-            words = [] if item.kind == "grid_blank" else tokenizer.encode(f" {label}")
+            words = [] if item.kind in BLANK_KINDS else tokenizer.encode(f" {label}")
             place = region.removeprefix("panel ") if region != "image" else ""
             targets.append(words + (tokenizer.encode(place) if place else []))
     return targets
@@ -570,7 +584,9 @@ def main():
         handle.remove()
     save_model(model, processor, model_dir)
     shipped = AutoModelForImageTextToText.from_pretrained(model_dir)
-    results = evaluate(shipped, AutoProcessor.from_pretrained(model_dir), n_per_kind=args.n_eval)
+    shipped_processor = AutoProcessor.from_pretrained(model_dir)
+    results = evaluate(shipped, shipped_processor, n_per_kind=args.n_eval)
+    pointing_results = pointing_audit(shipped, shipped_processor, n_per_task=args.n_eval // 2)
     summary = {
         "family": args.family,
         "layers": args.layers,
@@ -584,6 +600,7 @@ def main():
         "merge_size": args.merge_size,
         "drophead": args.drophead,
         "results": results,
+        "pointing": pointing_results,
     }
     (log_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
     if model_dir != TOY_MODEL:  # the shipped toy's card is written by hand
