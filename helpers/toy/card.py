@@ -89,9 +89,10 @@ def _pointing_lines(summary: dict) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for task, row in audits.items():
+        passes = "yes" if row["passes"] else f"**no** ({row['flagged']})"
         lines.append(
             f"| {task} | {row['plain accuracy']:.3f} | {row['oracle']:.3f} | {row['matched']:.3f} | "
-            f"{row['blank']:.3f} | {row['mismatched']:.3f} | {'yes' if row['passes'] else '**no** (' + row['flagged'] + ')'} |"
+            f"{row['blank']:.3f} | {row['mismatched']:.3f} | {passes} |"
         )
     passing = sum(row["passes"] for row in audits.values())
     return [*lines, "", f"{passing} of {len(audits)} pointing tasks pass the leak audit.", ""]

@@ -104,9 +104,7 @@ def _pointing_items(variant: str, n: int, seed: int) -> list[Item]:
     """n items of the pointing suite's `variant`, the SYNTHETIC tasks in turn (item i is task i mod 5, the
     suite's own item i of that task at `seed`)."""
     tasks = list(pointing.SYNTHETIC.values())
-    return [
-        pointing.task_items(tasks[i % len(tasks)], i + 1, seed, variant, start=i)[0] for i in range(n)
-    ]
+    return [pointing.task_items(tasks[i % len(tasks)], i + 1, seed, variant, start=i)[0] for i in range(n)]
 
 
 def build_task_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
