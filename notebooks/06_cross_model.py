@@ -85,7 +85,7 @@ from helpers.studies.cross_model import (
     native_sets,
     overlap_rows,
     ranges,
-    unmatched_sets,
+    spill_notes,
 )
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.pointing_runs import score_suite
@@ -110,12 +110,13 @@ print(f"single-head necessity profile: every head alone, {n_single} item pairs")
 # ## Per model: audit, discovery, NCS and CERS against layer-matched random sets, the pointing suite
 # One model at a time is loaded; every run goes through the result cache. The pointing suite scores the
 # native sets (and cm-ref-qsp, co-ord-qsp for Table 23) on every task that passes its leak audit; the
-# single-head necessity profile hides the image from one head at a time (for the resolution table). A model
-# with a native set that no layer-matched random set fits (a layer holding more of its heads than heads
-# outside it) is not compared: it appears in Table 22 and the resolution table only, flagged.
+# single-head necessity profile hides the image from one head at a time (for the resolution table). Where a
+# layer holds more of a set's heads than it has other heads, no layer-matched set disjoint from S exists: that
+# layer gives all its other heads and the excess comes from the nearest layers with room, printed here and in
+# the resolution table's `spill` column (helpers.measures.controls.layer_quota).
 
 # %%
-audit, results, suites, contrasts, region_tables, not_run = [], {}, {}, {}, {}, {}
+audit, results, suites, contrasts, region_tables = [], {}, {}, {}, {}
 suite_names = {**NATIVE, "cm-ref-qsp": "cm-ref-qsp", "co-ord-qsp": "co-ord-qsp"}  # pointing-suite name -> setting
 for name in P.models:
     lm = load_model(name, device=P.device, dtype=P.dtype)
@@ -124,19 +125,12 @@ for name in P.models:
     means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward)
     single = single_head_run(lm, P.eval_corpus, n_single, P.seed, cache)
     compared = [*CAUSAL, *suite_names.values(), *(TABLE16 if row["passes"] else ())]
-    unmatched = unmatched_sets({s: sets[s] for s in compared})
-    if unmatched:  # a native set that no layer-matched random set fits: the model is listed, not compared
-        reason = f"no layer-matched sets for {', '.join(unmatched)}"
-        not_run[name] = {"runs": {}, "audit": "passes" if row["passes"] else "FAILS", "single head": single}
-        not_run[name]["flagged"] = ", ".join(filter(None, [row["flagged"], reason]))
-        print(f"{name}: {lm.adapter.family}, top-{k_top}; NOT RUN: {next(iter(unmatched.values()))}")
-        del lm
-        continue
+    spill = spill_notes({s: sets[s] for s in compared})
     evaluation = Evaluation(lm, P.eval_corpus, P.n_items, P.seed, cache, P.sets_per_forward, P.beta)
     runs = causal_runs(evaluation, {s: sets[s] for s in CAUSAL}, P.n_random)
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
     results[name]["claim tables"] = claim_tables(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward, runs)
-    results[name] |= {"flagged": row["flagged"], "single head": single}
+    results[name] |= {"flagged": row["flagged"], "spill": spill, "single head": single}
     suite_sets = {native: sets[s] for native, s in suite_names.items()}
     if row["passes"]:  # Table 16 on the models whose grid passes the audit only
         cm_sets = {s: sets[s] for s in TABLE16}
@@ -154,6 +148,8 @@ for name in P.models:
         sets_per_forward=P.sets_per_forward,
     )
     print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
+    if spill:
+        print(f"  layer-matched sets spill to the nearest layers with room: {spill}")
     del lm, evaluation
 
 # %% [markdown]
@@ -332,8 +328,8 @@ display(report.reference("table23_ood_pooled"))
 # %% [markdown]
 # ## Resolution: how finely each model's numbers resolve
 # From this run's per-model results at full float precision (not the rounded tables), one row per model;
-# a model that fails its baseline audit or card targets is listed too (`audit`, `flagged`), and so is a model
-# whose native sets no layer-matched random set fits (flagged, no causal cells: only its single-head profile).
+# a model that fails its baseline audit or card targets is listed too (`audit`, `flagged`); `spill` names the
+# sets whose layer-matched controls borrow heads from the nearest layers (a layer holding more than half of them).
 # - `cells`, `cells at 0.000`, `share at 0.000`: the causal cells (S's mean and the random sets' mean of every
 #   NCS and CERS run above: Tables 19, 8 and 24, and Table 16 where scored) and how many print as 0.000 at
 #   three decimals;
@@ -350,7 +346,7 @@ display(report.reference("table23_ood_pooled"))
 #   MIN_EFFECT on the matched arm, and the largest single-head NCS.
 
 # %%
-resolution = resolution_table({name: {**results, **not_run}[name] for name in P.models}, contrasts)
+resolution = resolution_table({name: results[name] for name in P.models}, contrasts)
 resolution = report.table(resolution, "cross_model_resolution", P.out_dir, float_format="%.4g", digits=4)
 print(summary_sentence(resolution))
 

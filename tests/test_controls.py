@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers.measures.controls import any_layer_sets, layer_matched_sets
+from helpers.measures.controls import any_layer_sets, layer_matched_sets, spilled_heads
 from helpers.runner import sizes
 from helpers.storage import paths
 
@@ -33,6 +33,24 @@ def test_layer_matched_sets_refuse_a_layer_without_room():
     head_set[1, :3] = True  # 3 in S, 1 outside
     with pytest.raises(ValueError, match=r"layer\(s\) \[1\]"):
         layer_matched_sets(head_set, 2, seed=0)
+
+
+def test_spill_takes_a_full_layers_excess_from_the_nearest_layers_and_stays_disjoint():
+    head_set = np.zeros((4, 4), dtype=bool)
+    head_set[:2, :3] = True  # layers 0 and 1: 3 in S, 1 outside each; both excesses of 2 go to layer 2,
+    assert spilled_heads(head_set) == {2: 4}  # the nearest with room (layer 1's tie with 0 and 2: 0 has none)
+    sets = layer_matched_sets(head_set, 30, seed=0, spill=True)
+    assert (sets.sum((1, 2)) == head_set.sum()).all() and not (sets & head_set).any()
+    assert (sets.sum(2) == [1, 1, 4, 0]).all()  # every head outside S in layers 0 and 1, the rest spilled
+    with pytest.raises(ValueError, match="S has 10 heads but only 6 heads lie outside"):
+        layer_matched_sets(np.eye(4, dtype=bool) | np.tri(4, 4, dtype=bool).T, 1, seed=0, spill=True)
+
+
+def test_spill_changes_nothing_where_every_layer_has_room():
+    head_set = np.zeros((3, 6), dtype=bool)
+    head_set[0, :2] = head_set[2, 1:4] = True
+    assert spilled_heads(head_set) == {}
+    assert (layer_matched_sets(head_set, 20, seed=5, spill=True) == layer_matched_sets(head_set, 20, seed=5)).all()
 
 
 def test_any_layer_sets_draw_k_heads_from_everywhere():

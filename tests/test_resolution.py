@@ -7,7 +7,7 @@ import pytest
 
 from helpers.measures.stats import Z_CAP
 from helpers.runner import params, sizes
-from helpers.studies.cross_model import unmatched_sets
+from helpers.studies.cross_model import controls_of, spill_notes
 from helpers.studies.resolution import (
     NOT_RUN,
     causal_cells,
@@ -158,12 +158,14 @@ def test_a_model_without_causal_runs_is_listed_with_its_single_head_profile():
     assert sentence.startswith("No model has causal cells.") and "unmatched [fails its audit] (4 of 4)" in sentence
 
 
-def test_unmatched_sets_name_the_sets_no_layer_matched_set_fits():
+def test_spill_notes_name_the_sets_whose_controls_borrow_from_other_layers():
     fits, crowded = np.zeros((2, 4), dtype=bool), np.zeros((2, 4), dtype=bool)
     fits[0, :2] = True  # 2 of 4 heads in layer 0: 2 outside
-    crowded[0, :3] = True  # 3 of 4: 1 outside
-    out = unmatched_sets({"fits": fits, "crowded": crowded})
-    assert list(out) == ["crowded"] and "layer(s) [0]" in out["crowded"]
+    crowded[0, :3] = True  # 3 of 4: 1 outside, 2 from layer 1
+    assert spill_notes({"fits": fits, "crowded": crowded}) == "crowded: 2 from layer 1"
+    assert spill_notes({"fits": fits}) == ""
+    controls = controls_of({"crowded": crowded}, 5, seed=0)["crowded"]
+    assert (controls.sum(2) == [1, 2]).all() and not (controls & crowded).any()
 
 
 def test_single_head_items_by_profile_and_smoke():

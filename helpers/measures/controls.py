@@ -2,7 +2,8 @@
 
 Random controls:
 - layer-matched: the same number of heads in every layer as S, drawn from that layer's other heads
-  (S's own heads excluded), so depth cannot explain a difference;
+  (S's own heads excluded), so depth cannot explain a difference (with `spill`, a layer where S holds
+  more than half the heads lends its excess to the nearest layers: layer_quota);
 - layer- and attention-matched: as layer-matched, but each head of S is replaced by one of the `pool`
   heads of its layer whose attention mass (e.g. to the image) is nearest to its own, so neither depth
   nor how much the heads look at the image can explain a difference;
@@ -34,17 +35,48 @@ def _check_room(head_set: np.ndarray, avoid: np.ndarray) -> np.ndarray:
     if short:
         raise ValueError(
             f"layer(s) {short} hold more of S's heads ({counts[short].tolist()}) than heads outside S "
-            f"and the excluded heads ({free[short].tolist()}): no layer-matched set fits there; use a smaller k"
+            f"and the excluded heads ({free[short].tolist()}): no layer-matched set fits there; use a smaller k, "
+            "or spill=True to draw the excess from the nearest layers"
         )
     return counts
 
 
-def layer_matched_sets(head_set: np.ndarray, n: int, seed: Seed, exclude: np.ndarray | None = None) -> np.ndarray:
+def layer_quota(head_set: np.ndarray, avoid: np.ndarray, spill: bool) -> np.ndarray:
+    """[L]: how many heads a layer-matched set draws from each layer's heads outside `avoid`. S's count per
+    layer; with `spill`, a layer holding more of S's heads than it has heads outside `avoid` gives all of
+    those and the excess comes from the nearest layers with room (by distance, the earlier layer first on a
+    tie), so the set stays disjoint from S at the cost of matching depth only approximately there."""
+    if not spill:
+        return _check_room(head_set, avoid)
+    counts, free = head_set.sum(1), (~avoid).sum(1)  # [L] each
+    quota = np.minimum(counts, free)
+    for layer in np.nonzero(counts > free)[0]:
+        excess = int(counts[layer] - free[layer])
+        for other in sorted(range(len(counts)), key=lambda o: (abs(o - layer), o)):
+            take = min(excess, int(free[other] - quota[other]))
+            quota[other] += take
+            excess -= take
+        if excess:
+            raise ValueError(f"S has {int(counts.sum())} heads but only {int(free.sum())} heads lie outside it")
+    return quota
+
+
+def spilled_heads(head_set: np.ndarray) -> dict[int, int]:
+    """{layer: heads} that layer_matched_sets(spill=True) draws beyond S's own count in that layer (empty when
+    every layer has room): the layers where the controls match depth only approximately."""
+    head_set = np.asarray(head_set, dtype=bool)
+    extra = layer_quota(head_set, head_set, spill=True) - head_set.sum(1)
+    return {int(layer): int(extra[layer]) for layer in np.nonzero(extra > 0)[0]}
+
+
+def layer_matched_sets(
+    head_set: np.ndarray, n: int, seed: Seed, exclude: np.ndarray | None = None, spill: bool = False
+) -> np.ndarray:
     """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S
-    (and outside `exclude` [L, H] when given)."""
+    (and outside `exclude` [L, H] when given). A layer without room raises, unless `spill` (layer_quota)."""
     head_set = np.asarray(head_set, dtype=bool)
     avoid = head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
-    counts = _check_room(head_set, avoid)
+    counts = layer_quota(head_set, avoid, spill)
     rng = np.random.default_rng(seed)
     sets = np.zeros((n, *head_set.shape), dtype=bool)
     for draw in range(n):

@@ -15,7 +15,7 @@ import pandas as pd
 from helpers.engine.loading import LoadedModel
 from helpers.figures.overlap import factor_medians
 from helpers.measures.baselines import audit
-from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.measures.controls import layer_matched_sets, spilled_heads, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
@@ -92,22 +92,23 @@ def native_sets(lm: LoadedModel, n_strips: int, k: float, seed: int, cache: Resu
 
 def controls_of(head_sets: dict, n: int, seed: int) -> dict[str, np.ndarray]:
     """{setting: [n, L, H]}: the layer-matched random sets of each native set, from 06's own streams (apart from
-    notebooks 03-05's controls of the shipped toy's sets)."""
+    notebooks 03-05's controls of the shipped toy's sets). A layer holding more of a set's heads than it has
+    other heads lends its excess to the nearest layers (layer_quota's spill; spill_notes says where)."""
     template = "cross-model/layer-matched/{setting}"
-    return {s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s)) for s, h in head_sets.items()}
+    return {
+        s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s), spill=True) for s, h in head_sets.items()
+    }
 
 
-def unmatched_sets(head_sets: dict) -> dict[str, str]:
-    """{setting: why} of the sets that no layer-matched random set fits (a layer holding more of the set's heads
-    than heads outside it, helpers.measures.controls.layer_matched_sets): 06 cannot compare them with random sets.
-    """
-    out = {}
+def spill_notes(head_sets: dict) -> str:
+    """Where the layer-matched sets of `head_sets` ({setting: [L, H]}) match depth only approximately:
+    "setting: n heads from layer l, ..." joined by "; ", or "" when every layer had room."""
+    notes = []
     for s, head_set in head_sets.items():
-        try:
-            layer_matched_sets(head_set, 1, 0)
-        except ValueError as error:
-            out[s] = str(error)
-    return out
+        spilled = spilled_heads(head_set)
+        if spilled:
+            notes.append(f"{s}: " + ", ".join(f"{n} from layer {layer}" for layer, n in spilled.items()))
+    return "; ".join(notes)
 
 
 def causal_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:

@@ -79,10 +79,13 @@ def score_suite(
     lm, tasks: dict[str, Task], head_sets: dict, *, n_items: int, seed: int, beta: float, cache, sets_per_forward: int
 ):
     """The suite on one model: the leak audit of every task, then CERS and NCS of each of `head_sets`
-    ({name: [L, H]}) and one layer-matched draw of it, on the tasks that pass the audit (a flagged task is
-    not scored). Returns ({task: audit row + "plain accuracy"}, {task: {"cers", "ncs": {name: [N, 2]}}})."""
+    ({name: [L, H]}) and one layer-matched draw of it (spilling as 06's controls_of), on the tasks that pass
+    the audit (a flagged task is not scored). Returns ({task: audit row + "plain accuracy"},
+    {task: {"cers", "ncs": {name: [N, 2]}}})."""
     template = "pointing/layer-matched/{setting}"
-    draws = {n: layer_matched_sets(s, 1, sizes.stream(seed, template, setting=n)) for n, s in head_sets.items()}
+    draws = {
+        n: layer_matched_sets(s, 1, sizes.stream(seed, template, setting=n), spill=True) for n, s in head_sets.items()
+    }
     stack = np.concatenate([with_controls(s, draws[name]) for name, s in head_sets.items()])  # [2 m, L, H]
     audits, scores = {}, {}
     for task_name, task in tasks.items():

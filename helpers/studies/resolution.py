@@ -147,13 +147,13 @@ def single_head_summary(profile: dict | None, threshold: float = MIN_EFFECT) -> 
 
 
 def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | None = None) -> dict:
-    """One model's row: `result` is 06's results[name] ("runs", "audit", optionally "flagged" and
+    """One model's row: `result` is 06's results[name] ("runs", "audit", optionally "flagged", "spill" and
     "single head"), `contrasts` its Table 16 runs (None when it failed the audit), `sweeps` optional
     {"NCS vs k": {k: NCS}, "CERS vs beta": {beta: CERS}} (06 has none)."""
     cells = causal_cells(result["runs"], contrasts)
     sweeps = sweeps or {}
     return (
-        {"audit": result.get("audit", "-"), "flagged": result.get("flagged", "")}
+        {"audit": result.get("audit", "-"), "flagged": result.get("flagged", ""), "spill": result.get("spill", "")}
         | zero_cells(cells)
         | sd_summary(cells, "NCS")
         | sd_summary(cells, "CERS")
@@ -166,7 +166,7 @@ def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | N
 
 def resolution_table(results: dict, contrasts: dict, sweeps: dict | None = None) -> pd.DataFrame:
     """One row per model of 06's `results` (in order), failing models included (their audit column says so) and
-    models without causal runs ("runs" {}: no layer-matched sets; their cells are 0 and shares NaN)."""
+    models without causal runs ("runs" {}: their cells are 0 and shares NaN)."""
     sweeps = sweeps or {}
     rows = [
         {"model": name, **resolution_row(result, contrasts.get(name), sweeps.get(name))}
