@@ -26,14 +26,22 @@
 # (referring + last token on Qwen2-VL-7B, p = .048) does too. The sentence under Table 19 says which sets do here.
 #
 # Defaults are CPU sizes for the embedded toys (the shipped Qwen3-VL; Qwen2-VL, LLaVA, a second Qwen3-VL
-# seed and the two graded-recipe Qwen3-VL toys, drophead and graded, from helpers/toy/models/): 40 strips per
-# corpus x query for discovery, 20 evaluation items and 20 items per pointing task (the paper: 400 and 80),
-# R = 20 as in Table 19. On a GPU pass hub ids,
+# seed, the two graded-recipe Qwen3-VL toys, drophead and graded, and the graded Qwen2-VL, from
+# helpers/toy/models/): 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per
+# pointing task (the paper: 400 and 80), R = 20 as in Table 19. On a GPU pass hub ids,
 # e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
 # -p profile paper` (400 strips, 400 items, 80 per pointing task, R = 100 for Table 16).
 
 # %% tags=["parameters"]
-models = ["toy", "toy-qwen2vl", "toy-llava", "toy-qwen3vl-seed1", "toy-qwen3vl-drophead", "toy-qwen3vl-graded"]
+models = [
+    "toy",
+    "toy-qwen2vl",
+    "toy-llava",
+    "toy-qwen3vl-seed1",
+    "toy-qwen3vl-drophead",
+    "toy-qwen3vl-graded",
+    "toy-qwen2vl-graded",
+]
 profile = "default"
 device = "cpu"
 dtype = "float32"
