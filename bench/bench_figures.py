@@ -19,6 +19,9 @@ what a load from other processes changes least):
   per-copy time, divided by the idle-core speed-up of the workers;
 - bf16 on CPU (the `dtype` parameter) against fp32: the NCS call's time and the largest deviation of
   the letter probabilities over a few items;
+- the graded toy (`toy-qwen3vl-graded`: 2 x 2 image tokens per region) against the shipped toy (one token per
+  region), same 8 x 16 heads and head-sets: an NCS call, a CERS call and a discovery forward on one strip, and
+  the image tokens of each item: what the candidate default would cost `make figures`;
 - the kernels under each copy, one against the other on an NCS and a CERS call: glibc's allocator keeping
   freed activations against its defaults (two processes each, alternated), the small-attention path against
   sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities).
@@ -50,7 +53,7 @@ from helpers.measures import steering
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.runner.params import declared_parameters
 from helpers.runner.steps import STEPS
-from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
+from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items, strip_items
 from helpers.stimuli.design import SETTINGS
 from helpers.stimuli.prepared import items_of
 from helpers.storage import paths, workers
@@ -230,6 +233,39 @@ def bf16(lm, repeats: int) -> dict:
     return {"seconds": t, "speedup": t["fp32"] / t["bf16"], "max_abs_deviation": deviation, "items": len(items)}
 
 
+def graded_cost(repeats: int) -> dict:
+    """Per-call seconds of the graded toy against the shipped toy (both compiled, as 03-05 run), on the same
+    head-sets, items and rows, and each item's image tokens."""
+    models = {"shipped": load_model("toy"), "graded": load_model("toy-qwen3vl-graded")}
+    corpus = load_corpus("co")
+    items = {"single": single_image_items(corpus, 1, 0, "matched")[0], "grid": grid_items(corpus, 1, 0)[0]}
+    items["strip"] = strip_items(corpus, 1, 0, "ref")[0]
+    calls, tokens = {}, {}
+    for name, lm in models.items():
+        compile_decoder_layers(lm)
+        sets = torch.as_tensor(_sets(lm))
+        batches = {kind: build_batch(lm.processor, [item]) for kind, item in items.items()}
+        tokens[name] = {kind: int(b.image_mask.sum()) for kind, b in batches.items()}
+        single, grid = batches["single"], batches["grid"]
+        keys = steering.cell_keys(lm, grid, items["grid"], items["grid"].correct)
+        calls[(name, "ncs")] = lambda lm=lm, b=single, s=sets: run_head_sets(
+            lm, b.inputs, s, b.image_mask, HIDE, "all", 1
+        )
+        calls[(name, "cers")] = lambda lm=lm, b=grid, s=sets, k=keys: run_head_sets(
+            lm, b.inputs, torch.cat([s, s]), k, 10.0, logits_to_keep=1
+        )
+        calls[(name, "strip forward")] = lambda lm=lm, b=batches["strip"]: lm.model(**b.inputs)
+    with torch.no_grad():
+        _interleaved(calls, 1)  # the compiled layers' first calls trace and compile
+        t = _interleaved(calls, repeats)
+    kinds = ("ncs", "cers", "strip forward")
+    return {
+        "image_tokens": tokens,
+        "seconds": {name: {kind: t[(name, kind)] for kind in kinds} for name in models},
+        "factor": {kind: t[("graded", kind)] / t[("shipped", kind)] for kind in kinds},
+    }
+
+
 def _calls(lm) -> dict:
     """An NCS call (S + 20 sets, image hidden at every row) and a CERS call (the same sets steered to two cells)."""
     sets = torch.as_tensor(_sets(lm))
@@ -337,6 +373,7 @@ def main() -> None:
     per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
     result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
     result["bf16"] = bf16(lm, args.repeats)
+    result["graded"] = graded_cost(args.repeats)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
     out = paths.BENCH_OUT / "figures.json"
     out.write_text(json.dumps(result, indent=2))
@@ -386,6 +423,12 @@ def _print(result: dict) -> None:
         f"bf16 vs fp32 (NCS call): {b['speedup']:.2f}x, max |P_bf16 - P_fp32| {b['max_abs_deviation']:.3f} "
         f"over {b['items']} items x 21 sets"
     )
+    g = result["graded"]
+    tokens = g["image_tokens"]
+    print(f"graded toy against the shipped toy (image tokens {tokens['graded']} vs {tokens['shipped']}):")
+    for kind, factor in g["factor"].items():
+        shipped, graded = g["seconds"]["shipped"][kind], g["seconds"]["graded"][kind]
+        print(f"    {kind:<14}{1e3 * graded:>7.0f} ms vs {1e3 * shipped:>5.0f} ms = {factor:.2f}x the time")
 
 
 if __name__ == "__main__":
