@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
+from helpers.stimuli import pointing
 from helpers.stimuli.corpora import LETTERS, SyntheticCorpus, single_image_items, strip_items
-from helpers.toy.tasks import TOY_KINDS, build_task_items, retarget
+from helpers.toy.tasks import POINTING_KINDS, TOY_KINDS, build_task_items, retarget
 
 
-@pytest.mark.parametrize("kind", TOY_KINDS)
+@pytest.mark.parametrize("kind", [kind for kind in TOY_KINDS if kind not in POINTING_KINDS])
 def test_toy_tasks_keep_the_paper_items_images(kind):
     base_kind = {"strip": "strip_ord", "grid": "grid", "single": "single_matched", "option": "single_matched"}[
         kind.split("_")[0]
@@ -18,6 +19,18 @@ def test_toy_tasks_keep_the_paper_items_images(kind):
         assert task.kind == kind and task.labels == base.labels
         assert np.array_equal(np.asarray(task.image), np.asarray(base.image))
         assert task.query_text and task.prompt[task.query_span[0] : task.query_span[1]] == task.query_text
+
+
+@pytest.mark.parametrize("kind", POINTING_KINDS)
+def test_pointing_kinds_are_the_suites_items_its_tasks_in_turn(kind):
+    items = build_task_items(kind, SyntheticCorpus("co"), 7, 10_003)
+    tasks = list(pointing.SYNTHETIC.values())
+    for i, item in enumerate(items):
+        suite = pointing.task_items(tasks[i % 5], i + 1, 10_003, kind.removeprefix("pointing_"), start=i)[0]
+        assert item.kind == kind and item.corpus == tasks[i % 5].name
+        assert (item.prompt, item.answer, item.labels) == (suite.prompt, suite.answer, suite.labels)
+        assert np.array_equal(np.asarray(item.image), np.asarray(suite.image))
+    assert build_task_items(kind, SyntheticCorpus("cm"), 7, 10_003)[3].prompt == items[3].prompt  # no corpus
 
 
 def test_strip_describe_lists_every_panel_in_order():

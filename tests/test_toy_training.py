@@ -130,6 +130,17 @@ def test_image_word_targets_name_each_regions_class_and_place(processor):
     assert decoded[14] == f" {single.labels[0]}"
 
 
+def test_pointing_items_name_their_cells_and_a_blank_pointing_grid_only_its_places(processor):
+    tokenizer = processor.tokenizer
+    plain, blank, matched = (
+        build_task_items(k, None, 1, 3)[0] for k in ("pointing_plain", "pointing_blank", "pointing_matched")
+    )
+    decoded = [tokenizer.decode(t) for t in image_word_targets(tokenizer, [[plain], [blank], [matched]])]
+    assert decoded == [f" {label}{letter}" for label, letter in zip(plain.labels, "ABCD")] + list("ABCD") + [
+        f" {matched.labels[0]}"
+    ]
+
+
 def test_image_word_loss_is_the_mean_target_cross_entropy_per_token():
     model = tiny_model("qwen3_vl", "eager")
     hidden = model.config.text_config.hidden_size
@@ -158,6 +169,15 @@ def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(pr
             region = next(i for i, label in enumerate(item.labels) if before.endswith(label.split()[1]))
             assert tokenizer.decode([int(place[row, position])]) == places[region]
     assert tokenizer.decode([int(place[0][place[0] >= 0])]) == grid.target
+
+
+def test_a_pointing_question_naming_its_cell_content_is_a_placed_mention(processor):
+    counting = build_task_items("pointing_plain", None, 2, 5)[1]  # item 1: the counting task
+    unplaced = [build_task_items(kind, None, 2, 5)[1] for kind in ("pointing_blank", "pointing_matched")]
+    assert counting.corpus == "counting" and f"exactly {counting.labels[counting.correct]}" in counting.prompt
+    _, _, _, place = conversation_batch(processor, [[counting]] + [[item] for item in unplaced])
+    assert [int((place[row] >= 0).sum()) for row in range(3)] == [1, 0, 0]
+    assert processor.tokenizer.decode([int(place[0][place[0] >= 0])]) == counting.target
 
 
 def test_place_word_loss_is_the_summed_place_cross_entropy_at_the_mentions():
