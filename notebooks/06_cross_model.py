@@ -28,7 +28,8 @@
 # Defaults are CPU sizes for the embedded toys (the shipped Qwen3-VL; Qwen2-VL, LLaVA, a second Qwen3-VL
 # seed, the two graded-recipe Qwen3-VL toys, drophead and graded, and the graded Qwen2-VL, from
 # helpers/toy/models/): 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per
-# pointing task (the paper: 400 and 80), R = 20 as in Table 19. On a GPU pass hub ids,
+# pointing task (the paper: 400 and 80), R = 20 as in Table 19; co-ref-qsp's NCS against k at 05's `ks` and
+# CERS against beta at 03's `betas` (S only) for the resolution table. On a GPU pass hub ids,
 # e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
 # -p profile paper` (400 strips, 400 items, 80 per pointing task, R = 100 for Table 16).
 
@@ -54,6 +55,8 @@ n_pointing = 20
 benchmarks = {}
 k = None  # the paper's share of the heads (100 of 1,152); or an int, or a share 0 < k < 1
 beta = 10.0
+ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215, 0.1389]
+betas = [1, 3, 10, 100, 1000, 10000]
 strips_per_forward = 16
 sets_per_forward = 64
 seed = 0
@@ -94,6 +97,7 @@ from helpers.studies.cross_model import (
     overlap_rows,
     ranges,
     spill_notes,
+    sweeps,
 )
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.pointing_runs import score_suite
@@ -124,7 +128,7 @@ print(f"single-head necessity profile: every head alone, {n_single} item pairs")
 # the resolution table's `spill` column (helpers.measures.controls.layer_quota).
 
 # %%
-audit, results, suites, contrasts, region_tables = [], {}, {}, {}, {}
+audit, results, suites, contrasts, region_tables, curves = [], {}, {}, {}, {}, {}
 suite_names = {**NATIVE, "cm-ref-qsp": "cm-ref-qsp", "co-ord-qsp": "co-ord-qsp"}  # pointing-suite name -> setting
 for name in P.models:
     lm = load_model(name, device=P.device, dtype=P.dtype)
@@ -137,6 +141,7 @@ for name in P.models:
     evaluation = Evaluation(lm, P.eval_corpus, P.n_items, P.seed, cache, P.sets_per_forward, P.beta)
     runs = causal_runs(evaluation, {s: sets[s] for s in CAUSAL}, P.n_random)
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
+    curves[name] = sweeps(evaluation, means["co-ref-qsp"], k_top, P.ks, P.betas)
     results[name]["claim tables"] = claim_tables(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward, runs)
     results[name] |= {"flagged": row["flagged"], "spill": spill, "single head": single}
     suite_sets = {native: sets[s] for native, s in suite_names.items()}
@@ -347,16 +352,24 @@ display(report.reference("table23_ood_pooled"))
 #   (helpers.measures.stats.Z_CAP: the random sets barely vary);
 # - `mismatched ...`: the mismatched arm's drop P_clean(c) - P_masked(c) of every masked set (S and its
 #   draws), its mean over sets and how many sets print 0.000;
-# - `NCS vs k monotone`, `CERS vs beta monotone`: 06 runs one k and one beta per model, so no sweep;
+# - `NCS vs k monotone`, `CERS vs beta monotone`: co-ref-qsp's NCS against k (05's `ks`) and CERS against beta
+#   (03's `betas`), S alone: "increasing", "decreasing", "flat" (every value prints the same) or "no";
 # - `single-head items`, `heads`, `heads drop > 0.01`, `largest single-head NCS`, `at (layer, head)`: the image
 #   hidden from one head at a time (helpers.measures.necessity.single_head_profile, its item count from
 #   helpers.runner.sizes.SINGLE_HEAD_ITEMS): the heads whose hiding alone lowers P(correct) by more than
 #   MIN_EFFECT on the matched arm, and the largest single-head NCS.
 
 # %%
-resolution = resolution_table({name: results[name] for name in P.models}, contrasts)
+resolution = resolution_table({name: results[name] for name in P.models}, contrasts, curves)
 resolution = report.table(resolution, "cross_model_resolution", P.out_dir, float_format="%.4g", digits=4)
 print(summary_sentence(resolution))
+curve_rows = [
+    {"model": name, "sweep": sweep, "value of k or beta": x, "mean": y}
+    for name, by_sweep in curves.items()
+    for sweep, values in by_sweep.items()
+    for x, y in values.items()
+]
+report.table(pd.DataFrame(curve_rows), "cross_model_sweeps", P.out_dir, float_format="%.4g", digits=4)
 
 # %% [markdown]
 # ## The paper's claims on each model

@@ -59,3 +59,23 @@ def test_models_parameter_takes_toy_names_and_refuses_unknown_ones():
         params.CHECKS["models"](["toy-nonesuch"])
     with pytest.raises(params.ParameterError, match="distinct"):
         params.CHECKS["models"](["toy", "toy"])
+
+
+def test_sweeps_are_the_top_k_sets_masked_and_the_top_set_steered_at_each_beta(tmp_path):
+    """06's curves for the resolution table: NCS of each k's top set (one masking run), CERS at each beta."""
+    from helpers.engine import load_model
+    from helpers.measures.necessity import ncs
+    from helpers.measures.overlap import top_k
+    from helpers.measures.steering import cers
+    from helpers.storage.cache import ResultCache
+    from helpers.studies.cross_model import sweeps
+    from helpers.studies.evaluation import Evaluation
+
+    evaluation = Evaluation(load_model("toy"), "co", 2, 0, ResultCache(tmp_path))
+    scores = np.random.default_rng(0).random((8, 16))
+    curves = sweeps(evaluation, scores, 11, [0.0174, 6, 0.0868], [1, 10])
+    assert list(curves["NCS vs k"]) == [2, 6, 11] and list(curves["CERS vs beta"]) == [1.0, 10.0]
+    alone = ncs(evaluation.mask(top_k(scores, 6)[None])).mean()  # another batch: float32 sums differ by ~1e-8
+    assert curves["NCS vs k"][6] == pytest.approx(alone, abs=1e-6)
+    steered = cers(evaluation.steer(top_k(scores, 11)[None], beta=10.0)).mean()
+    assert curves["CERS vs beta"][10.0] == pytest.approx(steered, abs=1e-6)

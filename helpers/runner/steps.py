@@ -101,8 +101,10 @@ def _cross_model(p: dict) -> int:
     """Per model: the audit's four baselines, discovery (as 01), 4 sets' S + R and 4 sets' S + 1 masked on both
     arms, 8 sets' S + 1 steered to c and to d; the pointing suite's synthetic tasks; Table 16's 5 sets' S + R
     with a cell hidden and steered (an upper bound: only models that pass the audit run it); the single-head
-    profile's L * H one-head sets masked on both arms (models whose config is not on disk yet count none)."""
+    profile's L * H one-head sets masked on both arms (models whose config is not on disk yet count none); the
+    sweeps: one set per k masked on both arms, one per beta steered twice."""
     per_model = 4 * p["n_items"] + _discovery(p) + (4 * (1 + p["n_random"]) + 4 * 2 + 8 * 2) * p["n_items"] * 2
+    per_model += (len(p["ks"]) + len(p["betas"])) * p["n_items"] * 2
     suite = 5 * p["n_pointing"] * (5 + 10 * 2 * 2)  # 5 tasks: audit stimuli, 10 sets steered twice and masked twice
     table16 = 5 * (1 + p["n_random_grid"]) * p["n_items"] * 4  # passing models only; counted for every model here
     single = SINGLE_HEAD_ITEMS[p.get("profile", "default")] * 2 * sum(_heads(m) for m in p["models"])
@@ -218,6 +220,7 @@ STEPS = {
             "table27_pointing_models": "table",
             "table23_ood_pooled": "table",
             "cross_model_resolution": "table",
+            "cross_model_sweeps": "table",
             "claims_per_model": "table",
         },
         forwards=_cross_model,

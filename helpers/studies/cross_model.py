@@ -111,6 +111,19 @@ def spill_notes(head_sets: dict) -> str:
     return "; ".join(notes)
 
 
+def sweeps(evaluation: Evaluation, scores: np.ndarray, k: int, ks: list, betas: list) -> dict:
+    """{"NCS vs k": {k: mean NCS}, "CERS vs beta": {beta: mean CERS}} of one setting on this model, S only (the
+    curves' shape, for the resolution table's monotone columns): the top-k of `scores` [L, H] for each of `ks`
+    (heads or shares, as 05's Table 14) hidden from the image in one cached run, and its top-`k` set steered at
+    each of `betas` (as 03's Table 18)."""
+    n_heads = scores.size
+    sizes_k = sorted({k_for(n_heads, share) for share in ks})
+    by_k = ncs(evaluation.mask(np.stack([top_k(scores, n) for n in sizes_k]))).mean(0)  # [n_k]
+    head_set = top_k(scores, k)[None]  # [1, L, H]
+    by_beta = {float(b): float(cers(evaluation.steer(head_set, beta=float(b))).mean()) for b in betas}
+    return {"NCS vs k": dict(zip(sizes_k, by_k.tolist())), "CERS vs beta": by_beta}
+
+
 def causal_runs(evaluation: Evaluation, head_sets: dict, n_random: int) -> dict:
     """{setting: {"ncs", "mismatched drop": [N, 1 + r], "cers": [N, 2], "grid accuracy": clean grid accuracy}}: per
     item, S then its layer-matched random sets, the image hidden (NCS and the mismatched arm's drop under it) or

@@ -149,7 +149,7 @@ def single_head_summary(profile: dict | None, threshold: float = MIN_EFFECT) -> 
 def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | None = None) -> dict:
     """One model's row: `result` is 06's results[name] ("runs", "audit", optionally "flagged", "spill" and
     "single head"), `contrasts` its Table 16 runs (None when it failed the audit), `sweeps` optional
-    {"NCS vs k": {k: NCS}, "CERS vs beta": {beta: CERS}} (06 has none)."""
+    {"NCS vs k": {k: NCS}, "CERS vs beta": {beta: CERS}} (06's helpers.studies.cross_model.sweeps)."""
     cells = causal_cells(result["runs"], contrasts)
     sweeps = sweeps or {}
     return (
