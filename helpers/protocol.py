@@ -52,6 +52,7 @@ from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
     layer_matched_controls,
+    spill_note,
     with_controls,
 )
 from helpers.measures.discovery import discover, setting_scores
@@ -137,7 +138,7 @@ class Protocol(Evaluation):
 
     def layer_matched(self, head_set: HeadSet) -> np.ndarray:
         """[1 + R, L, H]: S, then R layer-matched random sets from the stream "layer-matched/<name>" (a
-        discovery setting's: the draws of notebooks 03-05)."""
+        discovery setting's: the draws of notebooks 03-05; a layer without room spills, named in provenance)."""
         controls = layer_matched_controls(head_set.mask, head_set.name, self.sizes["n_random"], self.params.seed)
         return with_controls(head_set.mask, controls)
 
@@ -168,6 +169,7 @@ class Protocol(Evaluation):
             "layers x heads": f"{self.n_layers} x {self.n_heads}",
             "layers used": " ".join(str(l) for l in np.nonzero(head_set.mask.any(1))[0]),
             "heads (layer.head)": " ".join(f"{layer}.{head}" for layer, head in np.argwhere(head_set.mask)),
+            "layer-matched spill": spill_note(head_set.mask) or "none: every layer has room",
         }
 
     def ceiling(self, head_set: HeadSet) -> dict | None:

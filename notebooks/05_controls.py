@@ -64,6 +64,7 @@ from helpers.measures.controls import (
     attention_matched_sets,
     layer_matched_sets,
     per_layer_controls,
+    spill_note,
     with_controls,
 )
 from helpers.measures.head_mass import mass_run, set_mass_statistics
@@ -235,7 +236,8 @@ print(findings.ncs_rows_groups_sentence(table13))
 # Top-k of the referring + query-span scores (notebook 01's score maps) for the paper's k = 20, 40,
 # 60, 100, 140 of 1,152 heads (its Table 14) and 160 (the largest k of its protocol, Table 28), scaled to
 # this model; each k against its own layer-matched random sets
-# (R in its column: 250 at k = 100 under `profile="paper"`, as the paper's table); 95% t-intervals.
+# (R in its column: 250 at k = 100 under `profile="paper"`, as the paper's table); 95% t-intervals. Where a
+# layer holds more of a large set than of the rest, `controls spill` names the layers its controls borrow from.
 
 # %%
 score_maps = load_score_maps(P.data_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads)
@@ -245,7 +247,7 @@ for s, scores in score_maps.items():
     for share, k in k_values.items():
         head_set = top_k(scores, k)
         R14 = sizes.n_random(P, "table14_k100" if k == k_for(n_layers * n_heads) else "table14")  # the paper's k
-        controls = layer_matched_sets(head_set, R14, stream("table14/{setting}/k{k}", setting=s, k=k))
+        controls = layer_matched_sets(head_set, R14, stream("table14/{setting}/k{k}", setting=s, k=k), spill=True)
         row = against_controls(ncs(mask(with_controls(head_set, controls))))
         table14.append(
             {
@@ -253,6 +255,7 @@ for s, scores in score_maps.items():
                 "k share": share,
                 "k": k,
                 **{c: row[c] for c in ("R", "interval", "S", "S low", "S high", "random mean", "random sd", "p")},
+                "controls spill": spill_note(head_set),
             }
         )
 table14 = pd.DataFrame(table14)
@@ -270,7 +273,8 @@ print(findings.ncs_vs_k_sentence(table14))
 # the random sets' mean, with a paired one-sided p. Empty parts are left blank. Every part's controls
 # are drawn from heads in neither A nor B: a control for "a only" that held heads of B (or of the
 # shared part) would carry the other part's effect and hide a difference between the parts; with
-# A ∪ B excluded, all three parts are compared with the same background of heads.
+# A ∪ B excluded, all three parts are compared with the same background of heads (`controls spill`: the
+# layers a part's controls borrow from where a layer has too few such heads left).
 
 # %%
 pairs = [
@@ -287,14 +291,17 @@ for a, b, factor in pairs:
     A, B = discovered[a], discovered[b]
     row = {"comparison": factor, "a": a, "b": b, "shared": int((A & B).sum()), "a only": int((A & ~B).sum())}
     row.update({"R": R15, "controls from": "heads in neither a nor b"})
+    spills = []
     for part, head_set in {"shared": A & B, "a-only": A & ~B, "b-only": B & ~A}.items():
         if not head_set.any():
             row[f"{part} excess"], row[f"{part} p"] = np.nan, np.nan
             continue
-        controls = layer_matched_sets(head_set, R15, stream("table15/{a}+{b}/{part}", a=a, b=b, part=part), A | B)
+        part_stream = stream("table15/{a}+{b}/{part}", a=a, b=b, part=part)
+        controls = layer_matched_sets(head_set, R15, part_stream, A | B, spill=True)
+        spills += [f"{part}: {note}" for note in [spill_note(head_set, A | B)] if note]
         values = ncs(mask(with_controls(head_set, controls)))
         row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
-    table15.append(row)
+    table15.append(row | {"controls spill": "; ".join(spills)})
 table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
 print(findings.shared_heads_sentence(table15))
 

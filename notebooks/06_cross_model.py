@@ -72,6 +72,7 @@ from IPython.display import display
 
 from helpers.engine import load_model
 from helpers.figures.cross_model import plot_overlaps_per_model
+from helpers.measures.controls import spill_notes
 from helpers.measures.stats import against_random, t_interval
 from helpers.runner import params, report, sizes
 from helpers.stimuli.pointing import SYNTHETIC
@@ -96,7 +97,6 @@ from helpers.studies.cross_model import (
     native_sets,
     overlap_rows,
     ranges,
-    spill_notes,
     sweeps,
 )
 from helpers.studies.evaluation import Evaluation

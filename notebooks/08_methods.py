@@ -61,7 +61,7 @@ import pandas as pd
 import seaborn as sns
 
 from helpers.engine import load_model
-from helpers.measures.controls import any_layer_sets, layer_matched_sets, with_controls
+from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, spill_notes, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, PER_ITEM, rank_agreement
 from helpers.measures.methods.cached import method_run
@@ -195,13 +195,14 @@ agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on=
 # Each method's top-k set S (the k of the settings' sets) on the evaluation data of notebooks 03 and 04 (`n_eval`
 # items of `eval_corpus`): NCS (the image hidden from S on the single-image MCQ, matched minus mismatched drop) and
 # CERS (S steered to the answer's cell minus to a distractor's, beta = `beta`), each against R layer-matched random
-# sets of the method (stream "methods/layer-matched/<method>") and against R any-layer random sets of k heads that
-# every method shares (stream "methods/any-layer"). S with a 95% t-interval over items; p = rank p among the random
-# sets; Holm across the methods per measure and control; z; the effect (per item, S minus the random sets' mean)
-# with its t-interval; the verdict by the tables' one rule (verdicts.versus_random on the Holm p and S - random
-# mean). No Holm-adjusted p can fall below methods / (R + 1): the sentence under the table gives that floor for this
-# run and the least R at which Holm across the tested methods can reach .05 (verdicts.holm_random_sets), the default
-# `n_random`.
+# sets of the method (stream "methods/layer-matched/<method>"; where a layer holds more of S than of the rest, they
+# borrow from the nearest layers, printed and in the `layer-matched spill` column) and against R any-layer random
+# sets of k heads that every method shares (stream "methods/any-layer"). S with a 95% t-interval over items; p =
+# rank p among the random sets; Holm across the methods per measure and control; z; the effect (per item, S minus
+# the random sets' mean) with its t-interval; the verdict by the tables' one rule (verdicts.versus_random on the
+# Holm p and S - random mean). No Holm-adjusted p can fall below methods / (R + 1): the sentence under the table
+# gives that floor for this run and the least R at which Holm across the tested methods can reach .05
+# (verdicts.holm_random_sets), the default `n_random`.
 
 # %%
 R = sizes.n_random(P, "methods")
@@ -219,22 +220,19 @@ MEASURES = {"NCS": (ncs, evaluation.mask), "CERS": (cers, evaluation.steer)}
 any_sets = any_layer_sets(shape, k_top, R_any, sizes.stream(P.seed, "methods/any-layer"))
 any_values = {measure: score(run(any_sets)) for measure, (score, run) in MEASURES.items()}  # [N, R_any]
 reference = top_k(setting_scores["co-ref-qsp"], k_top)
-stats, no_layer_match = [], {}
+stats = []
 for name, head_set in sets.items():
-    try:
-        controls = layer_matched_sets(head_set, R, sizes.stream(P.seed, "methods/layer-matched/{method}", method=name))
-    except ValueError as error:  # a layer holds more of S's heads than it has others
-        controls, no_layer_match[name] = None, str(error)
-        print(f"{name}: no layer-matched sets ({error})")
+    stream = sizes.stream(P.seed, "methods/layer-matched/{method}", method=name)
+    controls = layer_matched_sets(head_set, R, stream, spill=True)
     for measure, (score, run) in MEASURES.items():
-        stack = head_set[None] if controls is None else with_controls(head_set, controls)
-        per_item = score(run(stack))  # [N, 1 + R]
-        randoms = {"any-layer": any_values[measure]}
-        if controls is not None:
-            randoms = {"layer-matched": per_item[:, 1:], **randoms}
+        per_item = score(run(with_controls(head_set, controls)))  # [N, 1 + R]
+        randoms = {"layer-matched": per_item[:, 1:], "any-layer": any_values[measure]}
         for control, random in randoms.items():
             stats.append({"method": name, "measure": measure, "control": control, **against(per_item[:, 0], random)})
 stats = pd.DataFrame(stats)
+spill = spill_notes(sets)
+if spill:
+    print(f"layer-matched sets borrow from the nearest layers (a layer holds more of S than of the rest): {spill}")
 stats["p Holm"] = stats.groupby(["measure", "control"])["p"].transform(lambda p: holm(p.to_numpy()))
 stats["verdict"] = [versus_random(p, s - r) for p, s, r in zip(stats["p Holm"], stats["S"], stats["random mean"])]
 stats = report.table(stats, "methods_validation_stats", P.out_dir, on=["method", "measure", "control"])
@@ -286,11 +284,10 @@ for name, head_set in sets.items():
     for measure in MEASURES:
         row[f"{measure} S"] = stats[(stats.method == name) & (stats.measure == measure)]["S"].iloc[0]
         for control, prefix in (("layer-matched", measure), ("any-layer", f"{measure} any-layer")):
-            hit = stats[(stats.method == name) & (stats.measure == measure) & (stats.control == control)]
-            row[f"{prefix} random"] = hit["random mean"].iloc[0] if len(hit) else np.nan
-            row[f"{prefix} p"] = hit["p"].iloc[0] if len(hit) else np.nan
-            row[f"{prefix} p Holm"] = hit["p Holm"].iloc[0] if len(hit) else np.nan
-            row[f"{prefix} verdict"] = hit["verdict"].iloc[0] if len(hit) else f"not run: {no_layer_match.get(name)}"
+            hit = stats[(stats.method == name) & (stats.measure == measure) & (stats.control == control)].iloc[0]
+            row[f"{prefix} random"], row[f"{prefix} p"] = hit["random mean"], hit["p"]
+            row[f"{prefix} p Holm"], row[f"{prefix} verdict"] = hit["p Holm"], hit["verdict"]
+    row["layer-matched spill"] = spill_note(head_set)
     validation.append({**row, **damage_rows[name]})
 for name, reason in refused.items():
     validation.append({"method": name, "kind": "refused", "refused": reason})

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers.measures.controls import any_layer_sets, layer_matched_sets, spilled_heads
+from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note
 from helpers.runner import sizes
 from helpers.storage import paths
 
@@ -38,7 +38,7 @@ def test_layer_matched_sets_refuse_a_layer_without_room():
 def test_spill_takes_a_full_layers_excess_from_the_nearest_layers_and_stays_disjoint():
     head_set = np.zeros((4, 4), dtype=bool)
     head_set[:2, :3] = True  # layers 0 and 1: 3 in S, 1 outside each; both excesses of 2 go to layer 2,
-    assert spilled_heads(head_set) == {2: 4}  # the nearest with room (layer 1's tie with 0 and 2: 0 has none)
+    assert spill_note(head_set) == "4 from layer 2"  # the nearest with room (layer 1's tie with 0 and 2: 0 has none)
     sets = layer_matched_sets(head_set, 30, seed=0, spill=True)
     assert (sets.sum((1, 2)) == head_set.sum()).all() and not (sets & head_set).any()
     assert (sets.sum(2) == [1, 1, 4, 0]).all()  # every head outside S in layers 0 and 1, the rest spilled
@@ -49,7 +49,10 @@ def test_spill_takes_a_full_layers_excess_from_the_nearest_layers_and_stays_disj
 def test_spill_changes_nothing_where_every_layer_has_room():
     head_set = np.zeros((3, 6), dtype=bool)
     head_set[0, :2] = head_set[2, 1:4] = True
-    assert spilled_heads(head_set) == {}
+    assert spill_note(head_set) == ""
+    taken = np.zeros_like(head_set)
+    taken[0, 3:] = True  # with 3 more of layer 0's 6 heads excluded, one is left there for S's two
+    assert spill_note(head_set, taken) == "1 from layer 1"
     assert (layer_matched_sets(head_set, 20, seed=5, spill=True) == layer_matched_sets(head_set, 20, seed=5)).all()
 
 

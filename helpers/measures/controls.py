@@ -61,12 +61,20 @@ def layer_quota(head_set: np.ndarray, avoid: np.ndarray, spill: bool) -> np.ndar
     return quota
 
 
-def spilled_heads(head_set: np.ndarray) -> dict[int, int]:
-    """{layer: heads} that layer_matched_sets(spill=True) draws beyond S's own count in that layer (empty when
-    every layer has room): the layers where the controls match depth only approximately."""
+def spill_note(head_set: np.ndarray, exclude: np.ndarray | None = None) -> str:
+    """ "n from layer l, ..." for the heads a spilling layer-matched set of `head_set` draws beyond S's own count
+    in a layer (outside `exclude` too, when given); "" when every layer has room."""
     head_set = np.asarray(head_set, dtype=bool)
-    extra = layer_quota(head_set, head_set, spill=True) - head_set.sum(1)
-    return {int(layer): int(extra[layer]) for layer in np.nonzero(extra > 0)[0]}
+    avoid = head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
+    extra = layer_quota(head_set, avoid, spill=True) - head_set.sum(1)
+    return ", ".join(f"{int(extra[layer])} from layer {layer}" for layer in np.nonzero(extra > 0)[0])
+
+
+def spill_notes(head_sets: dict[str, np.ndarray]) -> str:
+    """Where the layer-matched sets of `head_sets` ({name: [L, H]}) match depth only approximately:
+    "name: n from layer l, ..." joined by "; ", or "" when every layer had room."""
+    notes = {name: spill_note(head_set) for name, head_set in head_sets.items()}
+    return "; ".join(f"{name}: {note}" for name, note in notes.items() if note)
 
 
 def layer_matched_sets(
@@ -125,8 +133,10 @@ def any_layer_sets(shape: tuple[int, int], k: int, n: int, seed: Seed) -> np.nda
 
 def layer_matched_controls(head_set: np.ndarray, setting: str, n: int, seed: int) -> np.ndarray:
     """[n, L, H]: the layer-matched random sets of a setting's discovered set, from the stream
-    "layer-matched/<setting>", so every notebook and table draws the same controls (the first n)."""
-    return layer_matched_sets(head_set, n, sizes.stream(seed, "layer-matched/{setting}", setting=setting))
+    "layer-matched/<setting>", so every notebook and table draws the same controls (the first n); a layer without
+    room spills (layer_quota; spill_note says where)."""
+    stream = sizes.stream(seed, "layer-matched/{setting}", setting=setting)
+    return layer_matched_sets(head_set, n, stream, spill=True)
 
 
 def per_layer_controls(head_set: np.ndarray, setting: str, n: int, seed: int) -> np.ndarray:

@@ -15,7 +15,7 @@ import pandas as pd
 from helpers.engine.loading import LoadedModel
 from helpers.figures.overlap import factor_medians
 from helpers.measures.baselines import audit
-from helpers.measures.controls import layer_matched_sets, spilled_heads, with_controls
+from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
@@ -98,17 +98,6 @@ def controls_of(head_sets: dict, n: int, seed: int) -> dict[str, np.ndarray]:
     return {
         s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s), spill=True) for s, h in head_sets.items()
     }
-
-
-def spill_notes(head_sets: dict) -> str:
-    """Where the layer-matched sets of `head_sets` ({setting: [L, H]}) match depth only approximately:
-    "setting: n heads from layer l, ..." joined by "; ", or "" when every layer had room."""
-    notes = []
-    for s, head_set in head_sets.items():
-        spilled = spilled_heads(head_set)
-        if spilled:
-            notes.append(f"{s}: " + ", ".join(f"{n} from layer {layer}" for layer, n in spilled.items()))
-    return "; ".join(notes)
 
 
 def sweeps(evaluation: Evaluation, scores: np.ndarray, k: int, ks: list, betas: list) -> dict:

@@ -13,7 +13,7 @@ mask_controls reads a larger R's first sets back from the smaller R's run.
 import numpy as np
 
 from helpers.engine import compile_decoder_layers, load_model
-from helpers.measures.controls import layer_matched_controls, with_controls
+from helpers.measures.controls import layer_matched_controls, spill_notes, with_controls
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
@@ -67,8 +67,11 @@ class Experiment(Evaluation):
         }
 
     def describe(self) -> str:
-        p = self.params
+        """The model, sets, items and rows; and the settings whose layer-matched controls spill (layer_quota)."""
+        p, spill = self.params, spill_notes(self.discovered)
         return (
             f"{p.model}: {self.n_layers} x {self.n_heads} heads, top-{self.k} head-sets, {p.n_items} items of "
             f"corpus {p.eval_corpus!r}, profile {p.profile!r}, rows {p.rows!r}"
-        )
+            + (f"\nlayer-matched controls borrow from the nearest layers (a layer holds more of S than of the rest): "
+               f"{spill}" if spill else "")
+        )  # fmt: skip

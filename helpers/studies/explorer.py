@@ -22,7 +22,7 @@ import torch
 from helpers.engine import build_batch, load_model
 from helpers.engine.mcq import greedy_answers
 from helpers.figures.explorer import plot_attention_overlay, plot_overlap_map, plot_random_histograms, plot_score_map
-from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.measures.controls import layer_matched_sets, spill_note, with_controls
 from helpers.measures.discovery import read_sources
 from helpers.measures.necessity import ncs, necessity_run
 from helpers.measures.overlap import top_k
@@ -130,7 +130,7 @@ class ExplorerData:
     def random_scores(self, setting: str, head_set: np.ndarray, seed) -> tuple[dict, dict]:
         """S's NCS and CERS and those of its layer-matched random sets (means over items, [R] each),
         from the cache where notebooks 03-05 left them, computed otherwise."""
-        stack = with_controls(head_set, layer_matched_sets(head_set, self.n_random, seed))  # [1 + R, L, H]
+        stack = with_controls(head_set, layer_matched_sets(head_set, self.n_random, seed, spill=True))  # [1 + R, L, H]
         lm, corpus = self.lm, self.eval_corpus
         ncs_means = ncs(necessity_run(lm, corpus, self.n_items, self.seed, stack, "all", self.cache)).mean(0)
         cers_means = cers(steering_run(lm, corpus, self.n_items, self.seed, stack, self.beta, "all", self.cache)).mean(
@@ -250,7 +250,8 @@ class Explorer:
         title = f"{setting}, top-{k}: S against {self.data.n_random} layer-matched random sets"
         self.histograms.value = figure_png(plot_random_histograms(observed, random, title))
         self.histograms.layout.display = ""
-        self.status.value = f"{setting}, top-{k}: done"
+        spill = spill_note(self.head_set())
+        self.status.value = f"{setting}, top-{k}: done" + (f" (the random sets borrow {spill})" if spill else "")
 
 
 def show_explorer(
