@@ -1,10 +1,13 @@
 """The model card (README.md) of a further toy, written from its saved config and heldout_accuracy.json.
 
     .venv/bin/python -m helpers.toy.card qwen2vl      # rewrites helpers/toy/models/qwen2vl/README.md
+    .venv/bin/python -m helpers.toy.card qwen2vl --audit-pointing   # first adds the pointing suite's audit
 
 train.py writes it after every run of a family other than the shipped Qwen3-VL (whose card,
 helpers/toy/README.md, is written by hand). A toy that misses targets says so at the top; notebook 06
-reads the same JSON and reports such a toy as failing its baseline audit.
+reads the same JSON and reports such a toy as failing its baseline audit. `--audit-pointing` measures the
+pointing suite's leak audit on a toy trained before those tasks joined the curriculum and records that they
+were not in it.
 """
 
 import json
@@ -80,10 +83,12 @@ def _pointing_lines(summary: dict) -> list[str]:
     if not audits:
         return ["The pointing suite's tasks were not in this toy's curriculum; notebook 06 audits them.", ""]
     n = next(iter(audits.values()))["n"]
+    trained = summary.get("pointing_in_curriculum", True)
     lines = [
         f"## Pointing suite (leak audit, {n} held-out items per task, seed 777)",
         "",
-        "Mean P(correct): oracle and matched should be >= 0.80, blank and mismatched 0.15-0.35.",
+        "Mean P(correct): oracle and matched should be >= 0.80, blank and mismatched 0.15-0.35."
+        + ("" if trained else " These tasks were not in this toy's curriculum (it predates them): measured after."),
         "",
         "| task | plain accuracy | oracle | matched | blank | mismatched | passes |",
         "|---|---|---|---|---|---|---|",
@@ -138,5 +143,24 @@ def write_card(folder: Path) -> None:
     (folder / "README.md").write_text(card_text(folder))
 
 
+def add_pointing_audit(folder: Path) -> None:
+    """Measure the pointing suite's leak audit (evaluate.pointing_audit, 100 items per task) on a toy trained before
+    those tasks joined the curriculum, and record it in its heldout_accuracy.json as measured after training."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from helpers.toy.evaluate import pointing_audit
+
+    path = folder / "heldout_accuracy.json"
+    summary = json.loads(path.read_text())
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    summary |= {
+        "pointing": pointing_audit(model, AutoProcessor.from_pretrained(folder)),
+        "pointing_in_curriculum": False,
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 if __name__ == "__main__":
+    if "--audit-pointing" in sys.argv:
+        add_pointing_audit(TOY_MODELS / sys.argv[1])
     write_card(TOY_MODELS / sys.argv[1])
