@@ -55,6 +55,17 @@ def test_model_card_states_every_held_out_accuracy(toy):
     assert (f"misses {missed} of the eight targets" in card) == (missed > 0)
 
 
+def test_model_card_states_the_pointing_audit_and_whether_the_tasks_were_trained(toy):
+    _, folder = toy
+    card = (folder / "README.md").read_text()
+    summary = json.loads((folder / "heldout_accuracy.json").read_text())
+    audits = summary["pointing"]
+    for task, row in audits.items():
+        assert f"| {task} | {row['plain accuracy']:.3f} | {row['oracle']:.3f} | {row['matched']:.3f} |" in card
+    assert f"{sum(r['passes'] for r in audits.values())} of 5 pointing tasks pass" in card
+    assert ("measured after" in card) == (not summary.get("pointing_in_curriculum", True))
+
+
 def test_regions_partition_the_image_tokens(toy):
     name, _ = toy
     lm = load_model(name)
