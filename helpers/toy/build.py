@@ -8,8 +8,8 @@ trained by the same entry point (`python -m helpers.toy.train --family ...`). Th
 - chat template: Qwen's message format (<|im_start|>role ... <|im_end|>, images as
   <|vision_start|><|image_pad|><|vision_end|>), written here;
 - processor: `Qwen3VLProcessor` with an image processor sized for small images (patch 16, merge 4,
-  i.e. one image token per 64x64 pixels: one per strip panel, grid cell or single image) and the video
-  processor it requires;
+  i.e. one image token per 64x64 pixels: one per strip panel, grid cell or single image; merge 2 for the
+  graded toys, 2 x 2 tokens each) and the video processor it requires;
 - config: `Qwen3VLConfig`, 8 text layers x 16 query heads (4 key/value heads, head_dim 32), a 4-block
   vision tower of width 64 (its patch merger sees a whole panel's 4x4 patches) with one deepstack layer.
 """

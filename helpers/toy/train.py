@@ -306,7 +306,7 @@ def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[
 def region_tokens(adapter, inputs: dict, conversations: list[list[Item]], embeds: torch.Tensor) -> torch.Tensor:
     """[N, hidden]: per region of the batch (the order of image_word_targets), the mean over the region's image
     tokens (the family's adapter maps its box to them) of `embeds` [B, T, hidden], the language model's input:
-    one token per region in the Qwen toys, 6 or 9 in the LLaVA toy."""
+    1 (merge 4) or 2 x 2 (merge 2) tokens per region in the Qwen toys, 6 or 9 in the LLaVA toy."""
     rows = []
     for row, turns in enumerate(conversations):
         item = turns[0]
