@@ -19,9 +19,9 @@ what a load from other processes changes least):
   per-copy time, divided by the idle-core speed-up of the workers;
 - bf16 on CPU (the `dtype` parameter) against fp32: the NCS call's time and the largest deviation of
   the letter probabilities over a few items;
-- the graded toy (`toy-qwen3vl-graded`: 2 x 2 image tokens per region) against the shipped toy (one token per
-  region), same 8 x 16 heads and head-sets: an NCS call, a CERS call and a discovery forward on one strip, and
-  the image tokens of each item: what the candidate default would cost `make figures`;
+- the default toy (2 x 2 image tokens per region) against `toy-modular` (one token per region, the default
+  before), same 8 x 16 heads and head-sets: an NCS call, a CERS call and a discovery forward on one strip, and
+  the image tokens of each item: what the graded default costs `make figures`;
 - the kernels under each copy, one against the other on an NCS and a CERS call: glibc's allocator keeping
   freed activations against its defaults (two processes each, alternated), the small-attention path against
   sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities).
@@ -234,9 +234,9 @@ def bf16(lm, repeats: int) -> dict:
 
 
 def graded_cost(repeats: int) -> dict:
-    """Per-call seconds of the graded toy against the shipped toy (both compiled, as 03-05 run), on the same
+    """Per-call seconds of the default (graded) toy against toy-modular (both compiled, as 03-05 run), on the same
     head-sets, items and rows, and each item's image tokens."""
-    models = {"shipped": load_model("toy"), "graded": load_model("toy-qwen3vl-graded")}
+    models = {"modular": load_model("toy-modular"), "graded": load_model("toy")}
     corpus = load_corpus("co")
     items = {"single": single_image_items(corpus, 1, 0, "matched")[0], "grid": grid_items(corpus, 1, 0)[0]}
     items["strip"] = strip_items(corpus, 1, 0, "ref")[0]
@@ -262,7 +262,7 @@ def graded_cost(repeats: int) -> dict:
     return {
         "image_tokens": tokens,
         "seconds": {name: {kind: t[(name, kind)] for kind in kinds} for name in models},
-        "factor": {kind: t[("graded", kind)] / t[("shipped", kind)] for kind in kinds},
+        "factor": {kind: t[("graded", kind)] / t[("modular", kind)] for kind in kinds},
     }
 
 
@@ -425,10 +425,10 @@ def _print(result: dict) -> None:
     )
     g = result["graded"]
     tokens = g["image_tokens"]
-    print(f"graded toy against the shipped toy (image tokens {tokens['graded']} vs {tokens['shipped']}):")
+    print(f"default (graded) toy against toy-modular (image tokens {tokens['graded']} vs {tokens['modular']}):")
     for kind, factor in g["factor"].items():
-        shipped, graded = g["seconds"]["shipped"][kind], g["seconds"]["graded"][kind]
-        print(f"    {kind:<14}{1e3 * graded:>7.0f} ms vs {1e3 * shipped:>5.0f} ms = {factor:.2f}x the time")
+        modular, graded = g["seconds"]["modular"][kind], g["seconds"]["graded"][kind]
+        print(f"    {kind:<14}{1e3 * graded:>7.0f} ms vs {1e3 * modular:>5.0f} ms = {factor:.2f}x the time")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@
 # all 20 random sets on every model; in the paper's own table it does, and one last-token set
 # (referring + last token on Qwen2-VL-7B, p = .048) does too. The sentence under Table 19 says which sets do here.
 #
-# Defaults are CPU sizes for the embedded toys (the shipped Qwen3-VL; Qwen2-VL, LLaVA, a second Qwen3-VL
-# seed, the two graded-recipe Qwen3-VL toys, drophead and graded, and the graded Qwen2-VL, from
-# helpers/toy/models/): 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per
+# Defaults are CPU sizes for the embedded toys (the default Qwen3-VL; from helpers/toy/models/ the modular
+# Qwen3-VL that was the default before, its DropHead-only and second-seed variants, Qwen2-VL under both recipes
+# and LLaVA): 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per
 # pointing task (the paper: 400 and 80), R = 20 as in Table 19; co-ref-qsp's NCS against k at 05's `ks` and
 # CERS against beta at 03's `betas` (S only) for the resolution table. On a GPU pass hub ids,
 # e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
@@ -36,12 +36,12 @@
 # %% tags=["parameters"]
 models = [
     "toy",
-    "toy-qwen2vl",
-    "toy-llava",
-    "toy-qwen3vl-seed1",
+    "toy-modular",
     "toy-qwen3vl-drophead",
-    "toy-qwen3vl-graded",
+    "toy-qwen3vl-seed1",
+    "toy-qwen2vl",
     "toy-qwen2vl-graded",
+    "toy-llava",
 ]
 profile = "default"
 device = "cpu"

@@ -54,7 +54,7 @@ def test_overlap_rows_count_shared_heads_and_the_chance_line():
 
 
 def test_models_parameter_takes_toy_names_and_refuses_unknown_ones():
-    assert params.CHECKS["models"](["toy", "toy-qwen2vl", "toy-qwen3vl-graded"])[1] == "toy-qwen2vl"
+    assert params.CHECKS["models"](["toy", "toy-qwen2vl", "toy-modular"])[1] == "toy-qwen2vl"
     with pytest.raises(params.ParameterError, match="toy-qwen2vl"):
         params.CHECKS["models"](["toy-nonesuch"])
     with pytest.raises(params.ParameterError, match="distinct"):

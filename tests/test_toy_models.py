@@ -22,7 +22,7 @@ TOYS = {  # name -> family
     "toy-llava": "llava",
     "toy-qwen3vl-seed1": "qwen3_vl",
     "toy-qwen3vl-drophead": "qwen3_vl",
-    "toy-qwen3vl-graded": "qwen3_vl",
+    "toy-modular": "qwen3_vl",
     "toy-qwen2vl-graded": "qwen2_vl",
 }
 

@@ -55,7 +55,7 @@ def card_targets(model: str) -> tuple[int, int] | None:
     folder = paths.toy_folder(model)
     if folder is None:
         return None
-    source = paths.HELPERS / "toy" / "heldout_accuracy.json" if model == "toy" else folder / "heldout_accuracy.json"
+    source = folder / "heldout_accuracy.json"
     if not source.exists():
         return None
     results = json.loads(source.read_text())["results"]

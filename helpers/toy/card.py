@@ -1,10 +1,10 @@
-"""The model card (README.md) of a further toy, written from its saved config and heldout_accuracy.json.
+"""The model card (README.md) of a toy, written into its folder from its saved config and heldout_accuracy.json.
 
     .venv/bin/python -m helpers.toy.card qwen2vl      # rewrites helpers/toy/models/qwen2vl/README.md
+    .venv/bin/python -m helpers.toy.card toy          # the default toy's, helpers/toy/model/README.md
     .venv/bin/python -m helpers.toy.card qwen2vl --audit-pointing   # first adds the pointing suite's audit
 
-train.py writes it after every run of a family other than the shipped Qwen3-VL (whose card,
-helpers/toy/README.md, is written by hand). A toy that misses targets says so at the top; notebook 06
+train.py writes it after every run. A toy that misses targets says so at the top; notebook 06
 reads the same JSON and reports such a toy as failing its baseline audit. `--audit-pointing` measures the
 pointing suite's leak audit on a toy trained before those tasks joined the curriculum and records that they
 were not in it.
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from helpers.storage.paths import TOY_MODELS
+from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
+from helpers.toy.build import MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
 
 TASK_NAMES = {
@@ -33,7 +34,10 @@ TASK_NAMES = {
 
 def card_text(folder: Path) -> str:
     """The markdown card of the toy saved in `folder`."""
+    name = "toy" if folder == TOY_MODEL else f"toy-{folder.name}"
+    shown = folder.relative_to(HELPERS.parent).as_posix()
     summary = json.loads((folder / "heldout_accuracy.json").read_text())
+    command = _command(summary) + ("" if name == "toy" else f" --name {folder.name}")
     config = AutoConfig.from_pretrained(folder)
     text = config.get_text_config()
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
@@ -46,12 +50,12 @@ def card_text(folder: Path) -> str:
         "failing the baseline audit, and its head-level results are not evidence about a model that solves the tasks."
     )
     lines = [
-        f"# Toy {config.model_type} (`toy-{folder.name}`, model card)",
+        f"# Toy {config.model_type} (`{name}`, model card)",
         "",
-        f"`helpers/toy/models/{folder.name}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
-        f"trained by `python -m helpers.toy.train {_command(summary)} --name {folder.name}` on the same "
-        "synthetic tasks, curriculum and losses as the shipped toy (helpers/toy/README.md); load it as "
-        f'`load_model("toy-{folder.name}")`.',
+        f"`{shown}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
+        f"trained by `python -m helpers.toy.train {command}` on the synthetic tasks, curriculum and losses of "
+        "helpers/toy/README.md (TRAINING.md for the curriculum at the time of this run); load it as "
+        f'`load_model("{name}")`.',
         "",
         f"- {text.num_hidden_layers} text layers x {text.num_attention_heads} query heads "
         f"({text.num_key_value_heads} kv heads, hidden {text.hidden_size}); fp32, {size_mb:.1f} MB; "
@@ -59,7 +63,7 @@ def card_text(folder: Path) -> str:
         *_recipe_lines(summary),
         f"- Training: {summary['steps']} steps of batch {summary['batch_size']} in "
         f"{summary['train_seconds'] / 60:.1f} min (torch threads: {summary['threads']}, budget "
-        f"{summary['max_minutes']:g} min, on a CPU shared with other jobs).",
+        f"{summary['max_minutes']:g} min; TRAINING.md says what ran beside it).",
         "",
         f"## Held-out accuracy (the eight targets; {next(iter(results.values()))['n']} items per task, seed 777)",
         "",
@@ -104,13 +108,12 @@ def _pointing_lines(summary: dict) -> list[str]:
 
 
 def _command(summary: dict) -> str:
-    """The training command's arguments that made this toy (beside the defaults)."""
-    args = f"--family {summary['family']} --seed {summary['seed']} --max-minutes {summary['max_minutes']:g}"
-    if summary.get("merge_size") is not None:
-        args += f" --merge-size {summary['merge_size']}"
-    if summary.get("drophead"):
-        args += f" --drophead {summary['drophead']:g}"
-    return args
+    """The training command's arguments that made this toy (runs from before the graded recipe had merge 4 and
+    no DropHead, the defaults then)."""
+    return (
+        f"--family {summary['family']} --seed {summary['seed']} --max-minutes {summary['max_minutes']:g} "
+        f"--merge-size {summary.get('merge_size') or MERGE_SIZE} --drophead {summary.get('drophead') or 0:g}"
+    )
 
 
 def _recipe_lines(summary: dict) -> list[str]:
@@ -124,7 +127,7 @@ def _recipe_lines(summary: dict) -> list[str]:
             "Qwen3-VL's own 2 x 2 merge, so a mask, a steer or a discovery score acts on several keys per region, "
             "as in a real VLM"
             if merge == 2
-            else "the shipped toy's merge: one token holds a whole object"
+            else "the modular toy's merge: one token holds a whole object"
         )
         lines.append(
             f"- Image tokens: patch 16, merge {merge} x {merge}: a 64-px region is {tokens} tokens ({reason})."
@@ -161,6 +164,7 @@ def add_pointing_audit(folder: Path) -> None:
 
 
 if __name__ == "__main__":
+    folder = toy_folder(sys.argv[1] if sys.argv[1].startswith("toy") else f"toy-{sys.argv[1]}")
     if "--audit-pointing" in sys.argv:
-        add_pointing_audit(TOY_MODELS / sys.argv[1])
-    write_card(TOY_MODELS / sys.argv[1])
+        add_pointing_audit(folder)
+    write_card(folder)

@@ -1,12 +1,11 @@
-"""Train an embedded toy VLM from scratch: the shipped Qwen3-VL to helpers/toy/model (`make toy-model`), a
-further family to helpers/toy/models/<name>/ (`make toy-model FAMILY=qwen2_vl`).
+"""Train an embedded toy VLM from scratch: the default Qwen3-VL to helpers/toy/model (`make toy-model`), a
+further family or recipe to helpers/toy/models/<name>/ (`make toy-model FAMILY=qwen2_vl`).
 
     .venv/bin/python -m helpers.toy.train [--family F] [--layers L] [--seed S] [--name NAME]
         [--steps N] [--batch-size B] [--max-minutes M]
 
 Every family trains on the same data, curriculum and losses; only the model (helpers.toy.build) and its
-initialisation differ. The Qwen3-VL run writes its log and accuracies beside its folder (helpers/toy/),
-every other run into its own folder.
+initialisation differ. Each run writes its log, held-out accuracies and model card into its model folder.
 
 The schedule is by progress, the larger of step / steps and elapsed / budget: on a slow or shared CPU
 the `--max-minutes` budget ends the run early and the stages and the cosine decay follow elapsed time
@@ -51,14 +50,17 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from helpers.engine.adapters import adapter_for
 from helpers.engine.inputs import overlap_mask, render_prompt
 from helpers.stimuli.corpora import Item, SyntheticCorpus
-from helpers.storage.paths import HELPERS, TOY_MODEL, TOY_MODELS
+from helpers.storage.paths import TOY_MODEL, TOY_MODELS
 from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate, pointing_audit
 from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, retarget
 
-TOY_DIR = HELPERS / "toy"
 TRAIN_SEED_BASE = 10_000
+# The embedded default toy's recipe, the training defaults (reasons in helpers/toy/README.md): Qwen3-VL's own
+# 2 x 2 merge (a 64-px region is 2 x 2 image tokens) and DropHead on every text layer (redundant heads), in a
+# 125-minute budget. The modular toy (`toy-modular`) is `--merge-size 4 --drophead 0 --max-minutes 42`.
+DEFAULT_MERGE, DEFAULT_DROPHEAD, DEFAULT_MINUTES = 2, 0.2, 125.0
 # The run goes through three stages, each a mixture of tasks (share of the conversations of a step),
 # switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
 # images are cheap and teach colour and shape, while the option lookup starts on text (it is learned
@@ -474,13 +476,19 @@ def save_model(model, processor, folder):
     processor.save_pretrained(folder)
 
 
-def output_folders(family: str, name: str | None):
-    """(model folder, folder of its training_log.csv and heldout_accuracy.json): the shipped toy's for a
-    Qwen3-VL run without a name, else helpers/toy/models/<name> for both (name default: the family)."""
+def output_folder(family: str, name: str | None, merge_size: int, drophead: float):
+    """The folder of the model, its training_log.csv, heldout_accuracy.json and card: the default toy's
+    (helpers/toy/model) for a Qwen3-VL run without a name, which must follow the default's recipe, else
+    helpers/toy/models/<name> (name default: the family)."""
     if name is None and family == "qwen3_vl":
-        return TOY_MODEL, TOY_DIR
-    folder = TOY_MODELS / (name or family.replace("_", ""))
-    return folder, folder
+        if (merge_size, drophead) != (DEFAULT_MERGE, DEFAULT_DROPHEAD):
+            raise ValueError(
+                f"a Qwen3-VL run without --name replaces the embedded default toy, whose recipe is --merge-size "
+                f"{DEFAULT_MERGE} --drophead {DEFAULT_DROPHEAD:g}; this one has --merge-size {merge_size} --drophead "
+                f"{drophead:g}: give it a --name"
+            )
+        return TOY_MODEL
+    return TOY_MODELS / (name or family.replace("_", ""))
 
 
 def main():
@@ -495,7 +503,7 @@ def main():
     parser.add_argument(
         "--max-minutes",
         type=float,
-        default=42.0,
+        default=DEFAULT_MINUTES,
         help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1",
     )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
@@ -503,21 +511,28 @@ def main():
         "--merge-size",
         type=int,
         choices=MERGE_SIZES,
-        default=MERGE_SIZE,
-        help="Qwen towers: patches merged per image token, per side (4: one token per 64-px region; 2: 2 x 2)",
+        default=None,
+        help=f"Qwen towers: patches merged per image token, per side (4: one token per 64-px region; 2: 2 x 2); "
+        f"default {DEFAULT_MERGE} ({MERGE_SIZE} for llava, its only layout)",
     )
-    parser.add_argument("--drophead", type=float, default=0.0, help="DropHead probability per head (add_drophead)")
+    parser.add_argument(
+        "--drophead", type=float, default=DEFAULT_DROPHEAD, help="DropHead probability per head (add_drophead)"
+    )
     parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    model_dir, log_dir = output_folders(args.family, args.name)
-    log_dir.mkdir(parents=True, exist_ok=True)
-
+    if args.merge_size is None:
+        args.merge_size = MERGE_SIZE if args.family == "llava" else DEFAULT_MERGE
     if not 0 <= args.drophead < 1:
         parser.error(f"--drophead {args.drophead} is not a probability in [0, 1)")
+    try:
+        model_dir = output_folder(args.family, args.name, args.merge_size, args.drophead)
+    except ValueError as error:
+        parser.error(str(error))
+    model_dir.mkdir(parents=True, exist_ok=True)
     processor = build_processor(args.family, args.merge_size)
     config = build_config(processor.tokenizer, args.family, args.layers, args.merge_size)
     model = AutoModelForImageTextToText.from_config(config)
@@ -575,7 +590,7 @@ def main():
         log_rows.append(row)
 
     columns = list(dict.fromkeys(key for row in log_rows for key in row))
-    with open(log_dir / "training_log.csv", "w", newline="") as f:
+    with open(model_dir / "training_log.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(log_rows)
@@ -603,9 +618,8 @@ def main():
         "results": results,
         "pointing": pointing_results,
     }
-    (log_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if model_dir != TOY_MODEL:  # the shipped toy's card is written by hand
-        write_card(model_dir)
+    (model_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_card(model_dir)
     print(json.dumps(summary, indent=2), flush=True)
 
 
