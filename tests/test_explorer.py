@@ -54,7 +54,7 @@ def data():
 def test_attention_overlay_of_a_toy_strip(data):
     view = data.attention("cm-ref-qsp", 0)
     n_layers, n_heads, rows, cols = view["attention"].shape
-    assert (n_layers, n_heads, rows, cols) == (8, 16, 2, 3)  # one token per 64 px panel of a 3 x 2 strip
+    assert (n_layers, n_heads, rows, cols) == (8, 16, 4, 6)  # 2 x 2 tokens per 64 px panel of a 3 x 2 strip
     assert np.all(view["attention"] >= 0) and np.all(view["attention"].sum((2, 3)) <= 1 + 1e-5)
     assert view["query"].sum() >= 1 and len(view["tokens"]) == len(view["query"])
     fig = plot_attention_overlay(view["item"], view["attention"][5, 2], view["tokens"], view["query"], (5, 2))

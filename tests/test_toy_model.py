@@ -32,7 +32,7 @@ def test_saved_model_shape_and_size(model, processor):
     assert next(model.parameters()).dtype == torch.float32
     assert (TOY_MODEL / "model.safetensors").stat().st_size < 20e6
     assert processor.tokenizer.padding_side == "left"
-    assert processor.image_processor.patch_size * processor.image_processor.merge_size == 64
+    assert processor.image_processor.patch_size * processor.image_processor.merge_size == 32  # 2 x 2 tokens per 64 px
 
 
 @pytest.mark.parametrize("kind", ["strip_ord", "strip_ref", "grid_oracle", "text", "single_matched"])
@@ -50,7 +50,7 @@ def test_query_span_and_answer_masks_decode_to_their_text(processor, kind):
         last = batch.last_prompt_index[row]
         assert batch.answer_mask[row, last + 1] and not batch.answer_mask[row, : last + 1].any()
         n_image = int(batch.image_mask[row].sum())
-        assert n_image == item.image.width * item.image.height // 64**2
+        assert n_image == item.image.width * item.image.height // 32**2  # a token per 32 x 32 px
 
 
 def test_left_padding_puts_the_last_prompt_token_last(processor):
