@@ -17,7 +17,7 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
-from helpers.toy.build import MERGE_SIZE
+from helpers.toy.build import LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
 
 TASK_NAMES = {
@@ -121,7 +121,13 @@ def _recipe_lines(summary: dict) -> list[str]:
     before training and never tuned on a paper-facing number."""
     lines = []
     merge = summary.get("merge_size")
-    if merge is not None:
+    if summary.get("family") == "llava":
+        side = LLAVA_IMAGE_SIZE // LLAVA_PATCH
+        lines.append(
+            f"- Image tokens: CLIP patches of {LLAVA_PATCH} px on a {LLAVA_IMAGE_SIZE}-px square, {side} x {side} per "
+            "image: a strip panel is 2 x 3 tokens, a grid cell 3 x 3, a single image all of them (no merge)."
+        )
+    elif merge is not None:
         tokens = f"{64 // (16 * merge)} x {64 // (16 * merge)}"
         reason = (
             "Qwen3-VL's own 2 x 2 merge, so a mask, a steer or a discovery score acts on several keys per region, "
