@@ -298,7 +298,9 @@ for a, b, factor in pairs:
             continue
         part_stream = stream("table15/{a}+{b}/{part}", a=a, b=b, part=part)
         controls = layer_matched_sets(head_set, R15, part_stream, A | B, spill=True)
-        spills += [f"{part}: {note}" for note in [spill_note(head_set, A | B)] if note]
+        note = spill_note(head_set, A | B)
+        if note:
+            spills.append(f"{part}: {note}")
         values = ncs(mask(with_controls(head_set, controls)))
         row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
     table15.append(row | {"controls spill": "; ".join(spills)})

@@ -41,6 +41,12 @@ def _check_room(head_set: np.ndarray, avoid: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _avoided(head_set: np.ndarray, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(S as bool [L, H], the heads a layer-matched draw avoids: S and `exclude` when given)."""
+    head_set = np.asarray(head_set, dtype=bool)
+    return head_set, head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
+
+
 def layer_quota(head_set: np.ndarray, avoid: np.ndarray, spill: bool) -> np.ndarray:
     """[L]: how many heads a layer-matched set draws from each layer's heads outside `avoid`. S's count per
     layer; with `spill`, a layer holding more of S's heads than it has heads outside `avoid` gives all of
@@ -64,8 +70,7 @@ def layer_quota(head_set: np.ndarray, avoid: np.ndarray, spill: bool) -> np.ndar
 def spill_note(head_set: np.ndarray, exclude: np.ndarray | None = None) -> str:
     """ "n from layer l, ..." for the heads a spilling layer-matched set of `head_set` draws beyond S's own count
     in a layer (outside `exclude` too, when given); "" when every layer has room."""
-    head_set = np.asarray(head_set, dtype=bool)
-    avoid = head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
+    head_set, avoid = _avoided(head_set, exclude)
     extra = layer_quota(head_set, avoid, spill=True) - head_set.sum(1)
     return ", ".join(f"{int(extra[layer])} from layer {layer}" for layer in np.nonzero(extra > 0)[0])
 
@@ -82,8 +87,7 @@ def layer_matched_sets(
 ) -> np.ndarray:
     """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S
     (and outside `exclude` [L, H] when given). A layer without room raises, unless `spill` (layer_quota)."""
-    head_set = np.asarray(head_set, dtype=bool)
-    avoid = head_set if exclude is None else head_set | np.asarray(exclude, dtype=bool)
+    head_set, avoid = _avoided(head_set, exclude)
     counts = layer_quota(head_set, avoid, spill)
     rng = np.random.default_rng(seed)
     sets = np.zeros((n, *head_set.shape), dtype=bool)

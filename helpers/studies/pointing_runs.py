@@ -27,19 +27,29 @@ def _key(lm: LoadedModel, task: Task, seed: int, **params) -> dict:
     )
 
 
+def audit_items(model, processor, task: Task, seed: int, start: int, stop: int) -> dict[str, np.ndarray]:
+    """Items start..stop-1 of `task`, without intervention: P(correct) on the plain grid and every leak-audit
+    stimulus ({variant: [n]}) and whether the plain grid's most probable letter is the correct one ("plain hit")."""
+    out = {}
+    for variant in ("plain", *EXPECTED):
+        items = task_items(task, stop, seed, variant, start)
+        probs = letter_probs(model, processor, items)  # [n, 4]
+        out[variant] = prob_correct(probs, items).numpy()
+        if variant == "plain":
+            out["plain hit"] = probs.argmax(1).numpy() == np.array([item.correct for item in items])
+    return out
+
+
+def audit_summary(clean: dict[str, np.ndarray]) -> dict:
+    """A task's leak-audit row (audit_task) and its plain accuracy, from audit_items' per-item values."""
+    return {**audit_task(clean), "plain accuracy": float(clean["plain hit"].mean())}
+
+
 def task_audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
-    """Per item, without intervention: P(correct) on the plain grid and every leak-audit stimulus ({variant: [N]})
-    and whether the plain grid's most probable letter is the correct one ("plain hit": [N] bool)."""
+    """audit_items of the task's first n_items, through the cache in chunks of 10."""
 
     def compute(start, stop):
-        out = {}
-        for variant in ("plain", *EXPECTED):
-            items = task_items(task, stop, seed, variant, start)
-            probs = letter_probs(lm.model, lm.processor, items)  # [n, 4]
-            out[variant] = prob_correct(probs, items).numpy()
-            if variant == "plain":
-                out["plain hit"] = probs.argmax(1).numpy() == np.array([item.correct for item in items])
-        return out
+        return audit_items(lm.model, lm.processor, task, seed, start, stop)
 
     return cache.cached_chunks("pointing_audit", _key(lm, task, seed), n_items, 10, compute)
 
@@ -90,7 +100,7 @@ def score_suite(
     audits, scores = {}, {}
     for task_name, task in tasks.items():
         clean = task_audit_run(lm, task, n_items, seed, cache)
-        audits[task_name] = {**audit_task(clean), "plain accuracy": float(clean["plain hit"].mean())}
+        audits[task_name] = audit_summary(clean)
         if not audits[task_name]["passes"]:
             continue
         per_item = {

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from helpers.engine.inputs import build_batch
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.stimuli import pointing
 from helpers.stimuli.corpora import Item, SyntheticCorpus
+from helpers.studies.pointing_runs import audit_items, audit_summary
 from helpers.toy.tasks import build_task_items
 
 EVAL_SEED = 777  # training draws its items from seeds >= 10_000
@@ -81,28 +83,17 @@ def evaluate(model, processor, n_per_kind: int = 200, seed: int = EVAL_SEED, bat
     return results
 
 
-@torch.no_grad()
 def pointing_audit(model, processor, n_per_task: int = 100, seed: int = EVAL_SEED, batch_size: int = 50) -> dict:
-    """{task: the pointing suite's leak-audit row (mean P(correct) per variant, flagged, passes) and its
-    "plain accuracy"} on `n_per_task` held-out items of each synthetic task: what notebook 06 audits before it
-    scores a task (helpers.studies.pointing_runs.task_audit_run, there at seed 0; training draws seeds >= 10_000)."""
+    """{task: the pointing suite's leak-audit row (mean P(correct) per variant, flagged, passes), its "plain
+    accuracy" and "n"} on `n_per_task` held-out items of each synthetic task: notebook 06's audit
+    (helpers.studies.pointing_runs, there at seed 0; training draws seeds >= 10_000), without its cache."""
     model.eval()
     audits = {}
     for name, task in pointing.SYNTHETIC.items():
-        per_variant, hits = {}, []
-        for variant in ("plain", *pointing.EXPECTED):
-            values = []
-            for start in range(0, n_per_task, batch_size):
-                items = pointing.task_items(task, min(start + batch_size, n_per_task), seed, variant, start)
-                probs = letter_probs(model, processor, items)  # [b, 4]
-                values.append(prob_correct(probs, items))
-                if variant == "plain":
-                    hits.append(probs.argmax(dim=1) == torch.tensor([item.correct for item in items]))
-            per_variant[variant] = torch.cat(values).numpy()
-        row = pointing.audit_task(per_variant)
-        audits[name] = {
-            **{key: round(value, 4) if isinstance(value, float) else value for key, value in row.items()},
-            "plain accuracy": round(torch.cat(hits).float().mean().item(), 4),
-            "n": n_per_task,
-        }
+        chunks = [
+            audit_items(model, processor, task, seed, start, min(start + batch_size, n_per_task))
+            for start in range(0, n_per_task, batch_size)
+        ]
+        row = audit_summary({key: np.concatenate([chunk[key] for chunk in chunks]) for key in chunks[0]})
+        audits[name] = {key: round(v, 4) if isinstance(v, float) else v for key, v in row.items()} | {"n": n_per_task}
     return audits
