@@ -53,7 +53,7 @@ def test_compiled_layers_equal_the_eager_ones(toy):
     assert lm.compiled and [layer.forward for layer in layers] == compiled_forwards
     compiled = _paths(lm, single, grid, sets)
     for name in eager:
-        torch.testing.assert_close(compiled[name], eager[name], atol=1e-5, rtol=0, msg=name)
+        torch.testing.assert_close(compiled[name], eager[name], atol=1e-5, rtol=1e-6, msg=name)  # logits up to ~20
     assert (eager["copies, every row"][0] - eager["copies, every row"][1]).abs().max() > 1e-3  # sets differ
 
 

@@ -209,7 +209,6 @@ def test_every_method_gives_a_finite_score_on_the_toy(toy, name):
     [
         ("gaze", "grid", "strip items"),
         ("ver", "single_matched", "holds every image token"),
-        ("localization", "single_matched", "spatial entropy needs a map"),
         ("qrhead", "single_matched", "one region"),
         ("sparsemm", "single_matched", "exactly one region"),
         ("retrieval", "grid", "copied from the prompt"),
@@ -218,6 +217,14 @@ def test_every_method_gives_a_finite_score_on_the_toy(toy, name):
 def test_methods_refuse_items_they_cannot_serve(toy, name, kind, message):
     with pytest.raises(ValueError, match=message):
         METHODS[name](toy, list(items_of(kind, "cm", 2, 0)))
+
+
+def test_localization_needs_an_image_of_several_tokens(toy):
+    """toy-modular gives a single image one token, the default toy 2 x 2: a map only on the second."""
+    with pytest.raises(ValueError, match="1 x 1 token"):
+        METHODS["localization"](load_model("toy-modular"), list(items_of("single_matched", "cm", 2, 0)))
+    score = METHODS["localization"](toy, list(items_of("single_matched", "cm", 2, 0)))
+    assert np.isfinite(score).all() and score.max() > 0
 
 
 def test_region_methods_refuse_a_model_without_region_mapping():
