@@ -16,6 +16,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
+from helpers.stimuli.corpora import STRIP_COLUMNS, STRIP_PANELS
 from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
 from helpers.toy.build import LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
@@ -123,9 +124,11 @@ def _recipe_lines(summary: dict) -> list[str]:
     merge = summary.get("merge_size")
     if summary.get("family") == "llava":
         side = LLAVA_IMAGE_SIZE // LLAVA_PATCH
+        panel = f"{side // STRIP_COLUMNS} x {side // (STRIP_PANELS // STRIP_COLUMNS)}"  # columns x rows of tokens
         lines.append(
             f"- Image tokens: CLIP patches of {LLAVA_PATCH} px on a {LLAVA_IMAGE_SIZE}-px square, {side} x {side} per "
-            "image: a strip panel is 2 x 3 tokens, a grid cell 3 x 3, a single image all of them (no merge)."
+            f"image: a strip panel is {panel} tokens, a grid cell {side // 2} x {side // 2}, a single image all of "
+            "them (no merge)."
         )
     elif merge is not None:
         tokens = f"{64 // (16 * merge)} x {64 // (16 * merge)}"
