@@ -1,6 +1,10 @@
 """The toy model's training batches: multi-turn conversations are masked exactly like the single-turn
 batches the evaluation and the engine use, and every answer turn carries a total weight of one."""
 
+import csv
+import json
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -21,6 +25,7 @@ from helpers.toy.train import (
     STAGES,
     adapted_mixture,
     conversation_batch,
+    earlier_run,
     image_word_loss,
     image_word_targets,
     initialise,
@@ -217,3 +222,33 @@ def test_initialise_freezes_the_llava_towers_position_table_and_leaves_qwen2_vl_
     qwen2 = AutoModelForImageTextToText.from_config(build_config(processor.tokenizer, "qwen2_vl", layers=2))
     initialise(qwen2)  # no QK-norm, no position table: nothing to set
     assert all(p.requires_grad for p in qwen2.parameters())
+
+
+def _finished_run(folder, processor, summary: dict, n_rows: int):
+    """A folder as a finished run leaves it: processor, weights file, summary and log (n_rows steps)."""
+    processor.save_pretrained(folder)
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "heldout_accuracy.json").write_text(json.dumps(summary))
+    with open(folder / "training_log.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", "opening", "loss"])
+        writer.writeheader()
+        writer.writerows({"step": i + 1, "opening": "", "loss": 1.0} for i in range(n_rows))
+
+
+def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenizer(tmp_path, processor):
+    recipe = {"family": "qwen3_vl", "layers": 8, "seed": 0, "batch_size": 24, "lr": 1e-3, "merge_size": 2}
+    summary = {**recipe, "drophead": 0.2, "steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}
+    args = SimpleNamespace(**recipe, drophead=0.2)
+    with pytest.raises(ValueError, match="holds no weights"):
+        earlier_run(tmp_path, args, processor)
+    _finished_run(tmp_path, processor, summary, 3)
+    cycles, rows = earlier_run(tmp_path, args, processor)
+    assert cycles == [{"steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}]
+    assert [(row["step"], row["cycle"]) for row in rows] == [("1", 1), ("2", 1), ("3", 1)]
+    with pytest.raises(ValueError, match=r"'drophead': \(0.2, 0.0\)"):
+        earlier_run(tmp_path, SimpleNamespace(**recipe, drophead=0.0), processor)
+    with pytest.raises(ValueError, match="not the one this code builds"):
+        earlier_run(tmp_path, args, build_processor("llava"))
+    _finished_run(tmp_path, processor, summary, 2)
+    with pytest.raises(ValueError, match="holds 2 steps"):
+        earlier_run(tmp_path, args, processor)

@@ -54,7 +54,8 @@ def card_text(folder: Path) -> str:
         f"# Toy {config.model_type} (`{name}`, model card)",
         "",
         f"`{shown}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
-        f"trained by `python -m helpers.toy.train {command}` on the synthetic tasks, curriculum and losses of "
+        f"trained by `python -m helpers.toy.train {command}`{_restarts(summary)} on the synthetic tasks, curriculum "
+        "and losses of "
         "helpers/toy/README.md (TRAINING.md for the curriculum at the time of this run); load it as "
         f'`load_model("{name}")`.',
         "",
@@ -62,9 +63,7 @@ def card_text(folder: Path) -> str:
         f"({text.num_key_value_heads} kv heads, hidden {text.hidden_size}); fp32, {size_mb:.1f} MB; "
         f"seed {summary['seed']}.",
         *_recipe_lines(summary),
-        f"- Training: {summary['steps']} steps of batch {summary['batch_size']} in "
-        f"{summary['train_seconds'] / 60:.1f} min (torch threads: {summary['threads']}, budget "
-        f"{summary['max_minutes']:g} min; TRAINING.md says what ran beside it).",
+        _training_line(summary),
         "",
         f"## Held-out accuracy (the eight targets; {next(iter(results.values()))['n']} items per task, seed 777)",
         "",
@@ -106,6 +105,30 @@ def _pointing_lines(summary: dict) -> list[str]:
         )
     passing = sum(row["passes"] for row in audits.values())
     return [*lines, "", f"{passing} of {len(audits)} pointing tasks pass the leak audit.", ""]
+
+
+def _restarts(summary: dict) -> str:
+    """ ", then `--restart --max-minutes M`" for each further cycle of the schedule (train.py --restart)."""
+    return "".join(
+        f", then with `--restart --max-minutes {c['max_minutes']:g}`" for c in summary.get("cycles", [])[1:]
+    )
+
+
+def _training_line(summary: dict) -> str:
+    """Steps, minutes and threads of the run, cycle by cycle when it was restarted."""
+    cycles = summary.get("cycles") or [summary]
+    steps = " + ".join(str(c["steps"]) for c in cycles)
+    minutes = " + ".join(f"{c['train_seconds'] / 60:.1f}" for c in cycles)
+    budgets = " + ".join(f"{c['max_minutes']:g}" for c in cycles)
+    restarted = (
+        f"; {len(cycles)} cycles of the schedule, each after the first a warm restart from the previous one's weights"
+        if len(cycles) > 1
+        else ""
+    )
+    return (
+        f"- Training: {steps} steps of batch {summary['batch_size']} in {minutes} min (torch threads: "
+        f"{summary['threads']}, budget {budgets} min{restarted}; TRAINING.md says what ran beside it)."
+    )
 
 
 def _command(summary: dict) -> str:

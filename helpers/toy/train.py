@@ -2,15 +2,17 @@
 further family or recipe to helpers/toy/models/<name>/ (`make toy-model FAMILY=qwen2_vl`).
 
     .venv/bin/python -m helpers.toy.train [--family F] [--layers L] [--seed S] [--name NAME]
-        [--steps N] [--batch-size B] [--max-minutes M]
+        [--steps N] [--batch-size B] [--max-minutes M] [--restart]
 
 Every family trains on the same data, curriculum and losses; only the model (helpers.toy.build) and its
 initialisation differ. Each run writes its log, held-out accuracies and model card into its model folder.
 
 The schedule is by progress, the larger of step / steps and elapsed / budget: on a slow or shared CPU
 the `--max-minutes` budget ends the run early and the stages and the cosine decay follow elapsed time
-(the log records the steps actually run). Items are deterministic by step; the task shares adapt to
-the running losses.
+(the log records the steps actually run). `--restart` runs the schedule once more from a finished run's
+weights (a warm restart, as SGDR's cycles: Loshchilov & Hutter 2017, arXiv 1608.03983; warmup, openings and
+stages again, on items the first cycle never saw) and extends its log and summary. Items are deterministic
+by step; the task shares adapt to the running losses.
 
 Rebuilds tokenizer/processor/config (helpers.toy.build), trains on a mixture of every task on both
 synthetic corpora (fresh items each step, seeds >= 10_000), logs the curve to training_log.csv,
@@ -476,6 +478,32 @@ def save_model(model, processor, folder):
     processor.save_pretrained(folder)
 
 
+def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
+    """The cycles [{steps, train_seconds, max_minutes}] and log rows of the run saved in `model_dir`, which a
+    --restart continues; a ValueError unless that run had this run's recipe and tokenizer."""
+    summary_path, log_path = model_dir / "heldout_accuracy.json", model_dir / "training_log.csv"
+    if not (summary_path.is_file() and log_path.is_file() and (model_dir / "model.safetensors").is_file()):
+        raise ValueError(f"--restart continues a finished run, but {model_dir} holds no weights, log and summary")
+    summary = json.loads(summary_path.read_text())
+    recipe = {
+        "family": args.family, "layers": args.layers, "seed": args.seed, "batch_size": args.batch_size,
+        "lr": args.lr, "merge_size": args.merge_size, "drophead": args.drophead,
+    }  # fmt: skip
+    differing = {key: (summary.get(key), value) for key, value in recipe.items() if summary.get(key) != value}
+    if differing:
+        raise ValueError(f"--restart must keep the saved run's recipe; (saved, given) differ for {differing}")
+    if AutoProcessor.from_pretrained(model_dir).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
+        raise ValueError(f"the tokenizer saved in {model_dir} is not the one this code builds: retrain from scratch")
+    cycles = summary.get("cycles") or [
+        {"steps": summary["steps"], "train_seconds": summary["train_seconds"], "max_minutes": summary["max_minutes"]}
+    ]
+    with open(log_path, newline="") as f:
+        rows = [{"step": row.pop("step"), "cycle": row.pop("cycle", "") or 1, **row} for row in csv.DictReader(f)]
+    if len(rows) != sum(cycle["steps"] for cycle in cycles):
+        raise ValueError(f"{log_path} holds {len(rows)} steps; the summary says {cycles}")
+    return cycles, rows
+
+
 def output_folder(family: str, name: str | None, merge_size: int, drophead: float):
     """The folder of the model, its training_log.csv, heldout_accuracy.json and card: the default toy's
     (helpers/toy/model) for a Qwen3-VL run without a name, which must follow the default's recipe, else
@@ -520,6 +548,12 @@ def main():
     )
     parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="one more cycle of the schedule (--steps, --max-minutes) from the weights already in the output folder "
+        "(a warm restart); its log and held-out summary are extended",
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -534,10 +568,21 @@ def main():
         parser.error(str(error))
     model_dir.mkdir(parents=True, exist_ok=True)
     processor = build_processor(args.family, args.merge_size)
-    config = build_config(processor.tokenizer, args.family, args.layers, args.merge_size)
-    model = AutoModelForImageTextToText.from_config(config)
+    if args.restart:
+        try:
+            earlier_cycles, earlier_rows = earlier_run(model_dir, args, processor)
+        except ValueError as error:
+            parser.error(str(error))
+        model = AutoModelForImageTextToText.from_pretrained(model_dir)
+    else:
+        earlier_cycles, earlier_rows = [], []
+        model = AutoModelForImageTextToText.from_config(
+            build_config(processor.tokenizer, args.family, args.layers, args.merge_size)
+        )
+        initialise(model)
     adapter = adapter_for(model.config, processor)
-    initialise(model)
+    first_step = sum(cycle["steps"] for cycle in earlier_cycles)  # this cycle's items follow the earlier cycles'
+    earlier_seconds = sum(cycle["train_seconds"] for cycle in earlier_cycles)
     drophead_hooks = add_drophead(model, args.drophead)
     print(f"{args.family}: params {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M -> {model_dir}", flush=True)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -565,7 +610,8 @@ def main():
         else:
             mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
         mixture = adapted_mixture(mixture, running_loss)
-        loss, turn_loss = training_step(model, processor, adapter, sample_conversations(step, batch_size, mixture))
+        conversations = sample_conversations(first_step + step, batch_size, mixture)
+        loss, turn_loss = training_step(model, processor, adapter, conversations)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
@@ -573,11 +619,12 @@ def main():
                 value if kind not in running_loss else (LOSS_MEMORY * running_loss[kind] + (1 - LOSS_MEMORY) * value)
             )
         row = {
-            "step": step + 1,
+            "step": first_step + step + 1,
+            "cycle": len(earlier_cycles) + 1,
             "opening": OPENINGS[opening].name if opening < len(OPENINGS) else "",
             "loss": round(loss, 5),
             "lr": optimizer.param_groups[0]["lr"],
-            "elapsed_s": round(time.time() - start, 1),
+            "elapsed_s": round(earlier_seconds + time.time() - start, 1),
             **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())},
         }
         if (step + 1) % args.eval_every == 0:
@@ -589,13 +636,21 @@ def main():
             print(json.dumps(row), flush=True)
         log_rows.append(row)
 
+    log_rows = earlier_rows + log_rows
     columns = list(dict.fromkeys(key for row in log_rows for key in row))
     with open(model_dir / "training_log.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(log_rows)
 
-    train_seconds = round(time.time() - start, 1)
+    cycles = [
+        *earlier_cycles,
+        {
+            "steps": len(log_rows) - first_step,
+            "train_seconds": round(time.time() - start, 1),
+            "max_minutes": args.max_minutes,
+        },
+    ]
     for handle in drophead_hooks:
         handle.remove()
     save_model(model, processor, model_dir)
@@ -608,10 +663,11 @@ def main():
         "layers": args.layers,
         "seed": args.seed,
         "steps": len(log_rows),
+        "cycles": cycles,
         "batch_size": args.batch_size,
         "lr": args.lr,
-        "train_seconds": train_seconds,
-        "max_minutes": args.max_minutes,
+        "train_seconds": round(sum(cycle["train_seconds"] for cycle in cycles), 1),
+        "max_minutes": cycles[0]["max_minutes"],
         "threads": args.threads,
         "merge_size": args.merge_size,
         "drophead": args.drophead,
