@@ -71,3 +71,11 @@ def test_top_k_curve_and_random_overlap_expectation():
     draws = ov.random_overlaps(np.random.default_rng(0).random((12, 12)), k=12, n_draws=4000, seed=0)
     assert abs(draws.mean() - 12 * 12 / 144) < 0.05  # hypergeometric mean k^2 / N = 1.0
     assert isinstance(curve, pd.DataFrame)
+
+
+def test_scores_tied_up_to_float_noise_rank_by_head_index_on_every_machine():
+    scores = np.array([[0.5, 1e-16, 0.0], [0.0, 2e-16, 0.3]])  # four heads at 0 up to float noise
+    for noise in (0.0, 1e-7, -1e-7):
+        shifted = scores + noise * np.array([[1, -1, 1], [-1, 1, 1]])
+        np.testing.assert_array_equal(ov.top_k(shifted, 4), [[True, True, True], [False, False, True]])
+    assert ov.ranking([3.0, 1.0, 1.0 + 1e-9, np.inf], descending=False).tolist() == [1, 2, 0, 3]

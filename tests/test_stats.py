@@ -100,7 +100,31 @@ def test_rank_p_counts_random_sets_equal_to_s_as_ties():
     values = values[:, [0, 19, *range(1, 19), 20]]  # the copies in other positions: another summation order
     assert stats.against_random(values[:, 0], values[:, 1:])["p"] == pytest.approx(3 / 21)
     assert stats.rank_p(0.3, np.array([0.3 - 1e-7, 0.1])) == pytest.approx(2 / 3)  # within the tolerance
-    assert stats.rank_p(0.3, np.array([0.3 - 1e-5, 0.1])) == pytest.approx(1 / 3)
+    assert stats.rank_p(0.3, np.array([0.3 - 4e-4, 0.1])) == pytest.approx(2 / 3)  # prints as 0.300 too
+    assert stats.rank_p(0.3, np.array([0.3 - 1e-3, 0.1])) == pytest.approx(1 / 3)
+
+
+def test_a_draw_that_repeats_sets_is_ranked_over_its_distinct_sets():
+    rng = np.random.default_rng(4)
+    s, pool = rng.normal(0.5, 0.01, 30), rng.normal(0.0, 0.01, (30, 1))
+    repeated = np.repeat(pool, 20, axis=1)  # one set drawn 20 times (a bottom-5% pool smaller than k)
+    assert stats.against_random(s, repeated)["p"] == pytest.approx(1 / 21)  # what counting copies would claim
+    row = stats.against_random(s, repeated, distinct=[0])
+    assert (row["p"], row["R"], row["distinct"]) == (pytest.approx(0.5), 20, 1)
+    assert np.isnan(row["z"])  # one distinct set has no SD
+
+
+def test_printed_numbers_survive_a_1e_7_perturbation():
+    rng = np.random.default_rng(5)
+    s = np.r_[np.zeros(10), rng.uniform(0, 1, 10)][:, None]  # S at 0.000 tied with random sets at 0.000
+    random = np.hstack([np.zeros((20, 12)), rng.uniform(-0.2, 0.2, (20, 8))])
+    for discovered in (s[:10, 0], s[10:, 0]):
+        rows = [
+            stats.against_random(discovered + shift, random[: len(discovered)] - shift)
+            for shift in (0.0, 1e-7, 2e-7)  # upward: a -1e-7 prints as -0.000, a sign report.table keeps
+        ]
+        printed = [(f"{r['S']:.3f}", f"{r['p']:.3f}", f"{r['z']:.1f}", f"{r['random mean']:.3f}") for r in rows]
+        assert printed[0] == printed[1] == printed[2]
 
 
 def test_float32_rounding_is_no_effect():

@@ -1,7 +1,9 @@
 """How much two head rankings agree: top-k sets, overlap, half-split noise ceilings, top-k curves.
 
 Scores are arrays over heads, `[L, H]` (one setting's mean score) or `[N, L, H]` (per item); a head-set
-is a bool mask `[L, H]`. Ties are broken by flat head index (layer-major), so results are deterministic.
+is a bool mask `[L, H]`. Scores equal within SCORE_TIE of the largest |score| are ties (float noise cannot
+order them: heads tied at an entropy of 0 differ by ~1e-16), and ties are broken by the lower flat head
+index (layer-major), so results are deterministic and the same on every machine.
 """
 
 from itertools import combinations
@@ -11,13 +13,26 @@ import pandas as pd
 
 from helpers.stimuli.design import parse_setting
 
+SCORE_TIE = 1e-6  # relative to the largest |score|: float32 scores carry ~1e-7 of relative noise
+
+
+def ranking(values: np.ndarray, descending: bool = True) -> np.ndarray:
+    """Flat indices of `values` in rank order: values equal within SCORE_TIE x max |value| (finite values) tie,
+    and ties go to the lower flat index. Infinite values keep their place at the ends."""
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    finite = np.isfinite(flat)
+    scale = float(np.abs(flat[finite]).max()) if finite.any() else 0.0
+    quantum = SCORE_TIE * scale if scale > 0 else 1.0
+    keys = np.where(finite, np.round(flat / quantum), flat)
+    return np.lexsort((np.arange(flat.size), -keys if descending else keys))
+
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Flat top-k of `scores` [L, H] -> bool mask [L, H]."""
+    """Flat top-k of `scores` [L, H] -> bool mask [L, H] (ties: `ranking`)."""
     flat = np.asarray(scores, dtype=np.float64).ravel()
     if not 1 <= k <= flat.size:
         raise ValueError(f"k={k} is not allowed: use 1..{flat.size} (the number of heads)")
-    order = np.lexsort((np.arange(flat.size), -flat))  # highest score first, then lowest index
+    order = ranking(flat)  # highest score first, ties to the lowest index
     mask = np.zeros(flat.size, dtype=bool)
     mask[order[:k]] = True
     return mask.reshape(np.shape(scores))

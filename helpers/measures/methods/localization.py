@@ -35,6 +35,7 @@ from scipy import ndimage
 
 from helpers.engine.top_key import attention_rows
 from helpers.measures.methods.common import mean_score, need_items, one_batch
+from helpers.measures.overlap import ranking
 
 BINARY_THRESHOLD = 0.001  # spatial_entropy(attention_map, threshold=0.001)
 PER_ITEM_TOP = 10  # the paper's top-10 lowest-entropy heads per item
@@ -78,10 +79,11 @@ def spatial_entropy(attention_map: np.ndarray, threshold: float = BINARY_THRESHO
 
 def item_votes(attn_sum: np.ndarray, entropy: np.ndarray, per_item_top: int = PER_ITEM_TOP) -> np.ndarray:
     """One item's votes [L, H] (0/1): the ``per_item_top`` heads of lowest finite spatial entropy among those above
-    the value elbow of ``attn_sum`` [L, H] (ties: lower flat index first)."""
+    the value elbow of ``attn_sum`` [L, H]; entropies equal within overlap.SCORE_TIE of the largest finite one tie
+    (on the toy 6-16 heads per item sit at an entropy of 0 up to float noise) and go to the lower flat index."""
     above = value_elbow(attn_sum)
     flat = np.where(above, np.asarray(entropy, dtype=np.float64), np.inf).ravel()
-    order = np.lexsort((np.arange(flat.size), flat))
+    order = ranking(flat, descending=False)
     chosen = [i for i in order[:per_item_top] if np.isfinite(flat[i])]
     votes = np.zeros(flat.size)
     votes[chosen] = 1.0
