@@ -46,7 +46,7 @@ def test_single_turn_masks_equal_build_batch(processor):
     items = build_task_items("text", SyntheticCorpus("cm"), 3, 0) + build_task_items(
         "grid", SyntheticCorpus("co"), 2, 0
     )
-    inputs, weight, prompt, _ = conversation_batch(processor, [[item] for item in items])
+    inputs, weight, prompt, _, _ = conversation_batch(processor, [[item] for item in items])
     answer = weight > 0
     reference = build_batch(processor, items, answers=[item.answer for item in items])
     # a conversation closes every turn with a newline after <|im_end|>: one more (unscored) column
@@ -58,7 +58,7 @@ def test_single_turn_masks_equal_build_batch(processor):
 def test_conversation_answers_decode_to_every_turn(processor):
     conversations = [c for c in sample_conversations(5, 40, STAGES[-1][1]) if c[0].kind in RETARGETABLE][:3]
     assert conversations and all(len(c) == len(c[0].boxes) for c in conversations)
-    inputs, weight, _, _ = conversation_batch(processor, conversations)
+    inputs, weight, _, _, _ = conversation_batch(processor, conversations)
     answer = weight > 0
     assert torch.allclose(weight.sum(dim=1), torch.tensor([float(len(turns)) for turns in conversations]))
     for row, turns in enumerate(conversations):
@@ -163,7 +163,7 @@ def test_place_targets_mark_the_last_token_of_every_mention_of_a_shown_object(pr
     grid = build_task_items("grid", SyntheticCorpus("cm"), 1, 5)[0]
     strip = build_task_items("strip_locate", SyntheticCorpus("co"), 1, 5)[0]
     unplaced = [build_task_items(kind, SyntheticCorpus("cm"), 1, 5)[0] for kind in ("grid_blank", "text")]
-    inputs, _, _, place = conversation_batch(processor, [[grid], [strip]] + [[item] for item in unplaced])
+    inputs, _, _, place, _ = conversation_batch(processor, [[grid], [strip]] + [[item] for item in unplaced])
     ids = inputs["input_ids"]
     # the grid prompt names its target once; the locate answer names all six objects, the prompt none
     assert [int((place[row] >= 0).sum()) for row in range(4)] == [1, 6, 0, 0]
@@ -180,7 +180,7 @@ def test_a_pointing_question_naming_its_cell_content_is_a_placed_mention(process
     counting = build_task_items("pointing_plain", None, 2, 5)[1]  # item 1: the counting task
     unplaced = [build_task_items(kind, None, 2, 5)[1] for kind in ("pointing_blank", "pointing_matched")]
     assert counting.corpus == "counting" and f"exactly {counting.labels[counting.correct]}" in counting.prompt
-    _, _, _, place = conversation_batch(processor, [[counting]] + [[item] for item in unplaced])
+    _, _, _, place, _ = conversation_batch(processor, [[counting]] + [[item] for item in unplaced])
     assert [int((place[row] >= 0).sum()) for row in range(3)] == [1, 0, 0]
     assert processor.tokenizer.decode([int(place[0][place[0] >= 0])]) == counting.target
 

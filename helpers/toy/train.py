@@ -51,11 +51,15 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine.adapters import adapter_for
 from helpers.engine.inputs import overlap_mask, render_prompt
+from helpers.engine.item import LETTERS
+from helpers.engine.loading import load_model
+from helpers.engine.mcq import option_token_ids
 from helpers.stimuli.corpora import Item, SyntheticCorpus
-from helpers.storage.paths import TOY_MODEL, TOY_MODELS
+from helpers.storage.paths import TOY_MODEL, TOY_MODELS, toy_folder
 from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate, pointing_audit
+from helpers.toy.probe import depth_profile, log_columns, profile_line
 from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, retarget
 
 TRAIN_SEED_BASE = 10_000
@@ -174,6 +178,9 @@ PROMPT_LOSS_WEIGHT = 0.3  # next-token loss on the prompt text, beside the answe
 # red star" are matches of a word to a token that carries it, and the answer copies the matched token's
 # other words (see image_word_loss).
 IMAGE_WORD_WEIGHT = 0.5
+# The depth recipe (TRAINING.md, "Reading across depth, answering at the paper's confidence") reads the image
+# words from the image tokens' hidden state after --image-word-layer layers instead of the input (0), so that
+# no word is decodable where layer 0 could copy it.
 # Every mention of a shown object in a strip or grid conversation (its label's last token, in prompts and
 # answers) must name the object's place (panel digit or cell letter) from the hidden state after
 # PLACE_LAYER layers, read through the final norm and the tied head: the object word itself is the query
@@ -241,13 +248,13 @@ def place_word_spans(turns: list[Item], text: str) -> list[tuple[int, int]]:
 
 def conversation_batch(
     processor, conversations: list[list[Item]]
-) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One left-padded batch of multi-turn chats (the image in the first user turn). Returns the model
     inputs, the [B, T] answer weights (each turn's answer tokens and end-of-turn token share a weight of
     1, so every question counts the same whatever its answer's length; 0 elsewhere), the [B, T]
-    mask of the other text tokens (for the prompt loss), and the [B, T] place targets: at the last token
+    mask of the other text tokens (for the prompt loss), the [B, T] place targets: at the last token
     of every mention of a shown object, the token id of its place (panel digit or cell letter); -100
-    elsewhere."""
+    elsewhere, and the [B, T] letter targets: at an MCQ answer's letter, its option index; -100 elsewhere."""
     tokenizer = processor.tokenizer
     tokenizer.padding_side = "left"
     texts, answer_spans, mentions = [], [], []
@@ -278,10 +285,13 @@ def conversation_batch(
     n_image = (encoded["input_ids"] == processor.image_token_id).sum(dim=1)  # [B]
     shifts = ((n_image - 1) * len(processor.image_token)).tolist()
     answer_weight = torch.zeros(encoded["input_ids"].shape)  # [B, T]
-    for row, spans in enumerate(answer_spans):
-        for start, end in spans:
+    letter_target = torch.full(encoded["input_ids"].shape, -100)  # [B, T]
+    for row, (turns, spans) in enumerate(zip(conversations, answer_spans)):
+        for item, (start, end) in zip(turns, spans):
             turn = overlap_mask(offsets[row], start + shifts[row], end + shifts[row])
             answer_weight[row, turn] = 1.0 / int(turn.sum())
+            if item.answer in LETTERS:
+                letter_target[row, turn.nonzero()[0, 0]] = LETTERS.index(item.answer)
     place_target = torch.full(encoded["input_ids"].shape, -100)  # [B, T]
     for row, (turns, row_mentions) in enumerate(zip(conversations, mentions)):
         places = [region.removeprefix("panel ") for region in turns[0].boxes]
@@ -290,7 +300,7 @@ def conversation_batch(
             place_target[row, last] = tokenizer.convert_tokens_to_ids(places[region])
     image = encoded["input_ids"] == processor.image_token_id
     prompt = encoded["attention_mask"].bool() & ~image & (answer_weight == 0)
-    return dict(encoded), answer_weight, prompt, place_target
+    return dict(encoded), answer_weight, prompt, place_target, letter_target
 
 
 def image_word_targets(tokenizer, conversations: list[list[Item]]) -> list[list[int]]:
@@ -343,41 +353,115 @@ def place_word_loss(model, hidden: torch.Tensor, place_target: torch.Tensor) -> 
     return torch.nn.functional.cross_entropy(logits, place_target[at], reduction="sum")
 
 
-def training_step(model, processor, adapter, conversations: list[list[Item]]) -> tuple[float, dict]:
+@dataclass(frozen=True)
+class Recipe:
+    """The loss settings of a run that the depth recipe changes (defaults: every toy before it).
+
+    image_word_layer: the hidden state the image-word loss reads (0: the language model's input);
+    image_word_weight: that loss's weight (0 drops it);
+    option_smoothing: label smoothing among the four option letters (Szegedy et al. 2016; Mueller et al.
+    2019, arXiv 1906.02629): a letter answer's target is 1 - eps on the correct letter and eps / 3 on each
+    other letter, nothing on the rest of the vocabulary, so the four-letter P(correct) is trained to 1 - eps."""
+
+    image_word_layer: int = 0
+    image_word_weight: float = IMAGE_WORD_WEIGHT
+    option_smoothing: float = 0.0
+
+
+def letter_answer_loss(
+    logits: torch.Tensor, letter_target: torch.Tensor, letter_ids: list[int], eps: float
+) -> torch.Tensor:
+    """[M]: the cross-entropy of each letter answer (logits [M, V] at the position that predicts it, letter_target
+    [M] its option index) against the smoothed target of Recipe.option_smoothing."""
+    log_probs = logits.log_softmax(dim=-1)[:, letter_ids]  # [M, 4]
+    target = torch.full_like(log_probs, eps / (len(letter_ids) - 1))
+    target.scatter_(1, letter_target[:, None], 1.0 - eps)
+    return -(target * log_probs).sum(dim=1)
+
+
+class LayerImageDrop:
+    """Structured dropout across depth on the image pathway: in training mode, per sequence and per text layer
+    independently with probability `p`, the image tokens are hidden from every head of that layer at every
+    query row (the engine's HIDE at row group "all", which the probe and NCS use). LayerDrop (Fan et al. 2019,
+    arXiv 1909.11556) drops whole layers at rate 0.1-0.5 so that none is indispensable; here only a layer's
+    access to the image is dropped, so that no single layer is where the image must be read. A forward pre-hook
+    on each layer's attention that edits its attention mask; set `image_keys` [B, T] before each forward."""
+
+    def __init__(self, model, p: float):
+        self.p, self.image_keys, self.handles = p, None, []
+        if p > 0:
+            for layer in model.model.language_model.layers:
+                self.handles.append(layer.self_attn.register_forward_pre_hook(self.hide, with_kwargs=True))
+
+    def hide(self, module, args, kwargs):
+        if not module.training:
+            return None
+        hidden = kwargs.get("hidden_states", args[0] if args else None)  # [B, T, D]
+        batch, length = hidden.shape[:2]
+        dropped = torch.rand(batch, device=hidden.device) < self.p  # [B]
+        hide = (dropped[:, None] & self.image_keys)[:, None, None, :]  # [B, 1, 1, T]: keys hidden at every row
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            mask = torch.ones(length, length, dtype=torch.bool, device=hidden.device).tril()[None, None]
+        if mask.dtype == torch.bool:
+            mask = mask & ~hide
+        else:
+            mask = mask.masked_fill(hide, torch.finfo(mask.dtype).min)
+        return args, {**kwargs, "attention_mask": mask}
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def training_step(
+    model, processor, adapter, conversations: list[list[Item]], recipe: Recipe, image_drop: LayerImageDrop
+) -> tuple[float, dict]:
     """Forward and backward on one step's conversations, one sub-batch per task kind (kinds differ a lot
     in length; padding them together would waste most of the compute). Loss: the mean over the step's
     answer turns of each turn's mean cross-entropy (answer and end-of-turn tokens), so a one-letter
     MCQ answer weighs as much as a 23-token description; plus PROMPT_LOSS_WEIGHT x the mean next-token
-    loss on the other text tokens, a dense signal for the position-reading heads, plus IMAGE_WORD_WEIGHT x
-    the mean image-word loss per region, plus PLACE_WORD_WEIGHT x the mean place-word loss per object
-    mention. Returns the loss and {kind: mean answer loss per turn, "image_words": mean image-word loss
-    per region, "place_words": mean place-word loss per mention}."""
+    loss on the other text tokens, a dense signal for the position-reading heads, plus the recipe's image-word
+    weight x the mean image-word loss per region, plus PLACE_WORD_WEIGHT x the mean place-word loss per object
+    mention. A letter answer's cross-entropy is against the recipe's smoothed target (letter_answer_loss).
+    Returns the loss and {kind: mean answer loss per turn, "image_words": mean image-word loss per region,
+    "place_words": mean place-word loss per mention}."""
     by_kind: dict[str, list] = {}
     for turns in conversations:
         by_kind.setdefault(turns[0].kind, []).append(turns)
     batches = {kind: conversation_batch(processor, group) for kind, group in by_kind.items()}
     turns_by_kind = {kind: sum(len(turns) for turns in group) for kind, group in by_kind.items()}
     n_turns = sum(turns_by_kind.values())
-    n_prompt = sum(int(prompt[:, 1:].sum()) for _, _, prompt, _ in batches.values())
-    n_mentions = max(sum(int((place >= 0).sum()) for *_, place in batches.values()), 1)
+    n_prompt = sum(int(batch[2][:, 1:].sum()) for batch in batches.values())
+    n_mentions = max(sum(int((batch[3] >= 0).sum()) for batch in batches.values()), 1)
     targets = {kind: image_word_targets(processor.tokenizer, group) for kind, group in by_kind.items()}
     n_image_tokens = sum(len(t) for t in targets.values())
+    letter_ids = option_token_ids(processor.tokenizer)
     total, turn_loss, word_sum, place_sum = 0.0, {}, 0.0, 0.0
-    for kind, (inputs, answer_weight, prompt, place_target) in batches.items():
+    for kind, (inputs, answer_weight, prompt, place_target, letter_target) in batches.items():
+        image_drop.image_keys = inputs["input_ids"] == processor.image_token_id  # [b, T]
         output = model(**inputs, output_hidden_states=True)
         logits = output.logits[:, :-1]  # [b, T-1, V]
         token_loss = torch.nn.functional.cross_entropy(
             logits.transpose(1, 2), inputs["input_ids"][:, 1:], reduction="none"
         )  # [b, T-1]
+        letters = letter_target[:, 1:] >= 0  # [b, T-1]: positions that predict a letter answer
+        if letters.any():
+            token_loss = token_loss.masked_scatter(
+                letters,
+                letter_answer_loss(
+                    logits[letters], letter_target[:, 1:][letters], letter_ids, recipe.option_smoothing
+                ),
+            )
         answer_sum = (token_loss * answer_weight[:, 1:]).sum()
         # hidden_states[0] is the language model's input: the vision features at the image tokens
-        regions = region_tokens(adapter, inputs, by_kind[kind], output.hidden_states[0])
+        regions = region_tokens(adapter, inputs, by_kind[kind], output.hidden_states[recipe.image_word_layer])
         word_loss = image_word_loss(model, regions, targets[kind])
         place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
         loss = (
             answer_sum / n_turns
             + PROMPT_LOSS_WEIGHT * (token_loss * prompt[:, 1:]).sum() / n_prompt
-            + IMAGE_WORD_WEIGHT * word_loss / n_image_tokens
+            + recipe.image_word_weight * word_loss / n_image_tokens
             + PLACE_WORD_WEIGHT * place_loss / n_mentions
         )
         loss.backward()
@@ -487,9 +571,10 @@ def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
     summary = json.loads(summary_path.read_text())
     recipe = {
         "family": args.family, "layers": args.layers, "seed": args.seed, "batch_size": args.batch_size,
-        "lr": args.lr, "merge_size": args.merge_size, "drophead": args.drophead,
+        "lr": args.lr, "merge_size": args.merge_size, "drophead": args.drophead, **depth_recipe(args),
     }  # fmt: skip
-    differing = {key: (summary.get(key), value) for key, value in recipe.items() if summary.get(key) != value}
+    saved = depth_recipe(None) | summary  # runs from before the depth recipe had its defaults
+    differing = {key: (saved.get(key), value) for key, value in recipe.items() if saved.get(key) != value}
     if differing:
         raise ValueError(f"--restart must keep the saved run's recipe; (saved, given) differ for {differing}")
     if AutoProcessor.from_pretrained(model_dir).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
@@ -502,6 +587,33 @@ def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
     if len(rows) != sum(cycle["steps"] for cycle in cycles):
         raise ValueError(f"{log_path} holds {len(rows)} steps; the summary says {cycles}")
     return cycles, rows
+
+
+def depth_recipe(args) -> dict:
+    """The depth recipe's settings of a run (`args` None: their defaults, the recipe of every toy before it)."""
+    defaults = Recipe()
+    return {
+        "image_word_layer": args.image_word_layer if args else defaults.image_word_layer,
+        "image_word_weight": args.image_word_weight if args else defaults.image_word_weight,
+        "layer_image_drop": args.layer_image_drop if args else 0.0,
+        "option_smoothing": args.option_smoothing if args else defaults.option_smoothing,
+    }
+
+
+def initialised_from(name: str) -> dict:
+    """The toy an --init-from run started from: its name and its run's steps and cycles."""
+    summary = json.loads((toy_folder(name) / "heldout_accuracy.json").read_text())
+    return {
+        "toy": name,
+        "steps": summary["steps"],
+        "cycles": summary.get("cycles") or [],
+        "recipe": _recipe_of(summary),
+    }
+
+
+def _recipe_of(summary: dict) -> dict:
+    keys = ("family", "merge_size", "drophead", "image_word_layer", "image_word_weight", "layer_image_drop")
+    return {key: (depth_recipe(None) | summary).get(key) for key in keys}
 
 
 def output_folder(family: str, name: str | None, merge_size: int, drophead: float):
@@ -546,7 +658,24 @@ def main():
     parser.add_argument(
         "--drophead", type=float, default=DEFAULT_DROPHEAD, help="DropHead probability per head (add_drophead)"
     )
-    parser.add_argument("--eval-every", type=int, default=400, help="quick evaluation and a checkpoint save")
+    parser.add_argument(
+        "--image-word-layer", type=int, default=0, help="hidden state the image-word loss reads (0: the input)"
+    )
+    parser.add_argument("--image-word-weight", type=float, default=IMAGE_WORD_WEIGHT, help="0 drops that loss")
+    parser.add_argument(
+        "--layer-image-drop", type=float, default=0.0, help="per sequence and layer, P(image hidden from the layer)"
+    )
+    parser.add_argument(
+        "--option-smoothing", type=float, default=0.0, help="label smoothing among the four option letters"
+    )
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        help="start from this toy's weights (a name: toy, toy-<name>) instead of an initialisation; same tokenizer",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=400, help="quick evaluation, depth probe and a checkpoint save"
+    )
     parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
     parser.add_argument(
         "--restart",
@@ -560,8 +689,13 @@ def main():
     torch.set_flush_denormal(True)
     if args.merge_size is None:
         args.merge_size = MERGE_SIZE if args.family == "llava" else DEFAULT_MERGE
-    if not 0 <= args.drophead < 1:
-        parser.error(f"--drophead {args.drophead} is not a probability in [0, 1)")
+    for flag in ("drophead", "layer_image_drop", "option_smoothing"):
+        if not 0 <= getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is not a probability in [0, 1)")
+    if not 0 <= args.image_word_layer <= args.layers:
+        parser.error(f"--image-word-layer {args.image_word_layer} is not one of 0-{args.layers}")
+    if args.restart and args.init_from:
+        parser.error("--restart continues this folder's run; --init-from starts a new one from another toy: give one")
     try:
         model_dir = output_folder(args.family, args.name, args.merge_size, args.drophead)
     except ValueError as error:
@@ -574,6 +708,12 @@ def main():
         except ValueError as error:
             parser.error(str(error))
         model = AutoModelForImageTextToText.from_pretrained(model_dir)
+    elif args.init_from:
+        earlier_cycles, earlier_rows = [], []
+        source = toy_folder(args.init_from)
+        if AutoProcessor.from_pretrained(source).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
+            parser.error(f"--init-from {args.init_from}: its tokenizer is not the one this code builds")
+        model = AutoModelForImageTextToText.from_pretrained(source)
     else:
         earlier_cycles, earlier_rows = [], []
         model = AutoModelForImageTextToText.from_config(
@@ -584,6 +724,8 @@ def main():
     first_step = sum(cycle["steps"] for cycle in earlier_cycles)  # this cycle's items follow the earlier cycles'
     earlier_seconds = sum(cycle["train_seconds"] for cycle in earlier_cycles)
     drophead_hooks = add_drophead(model, args.drophead)
+    image_drop = LayerImageDrop(model, args.layer_image_drop)
+    recipe = Recipe(args.image_word_layer, args.image_word_weight, args.option_smoothing)
     print(f"{args.family}: params {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M -> {model_dir}", flush=True)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
@@ -611,7 +753,7 @@ def main():
             mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
         mixture = adapted_mixture(mixture, running_loss)
         conversations = sample_conversations(first_step + step, batch_size, mixture)
-        loss, turn_loss = training_step(model, processor, adapter, conversations)
+        loss, turn_loss = training_step(model, processor, adapter, conversations, recipe, image_drop)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         for kind, value in turn_loss.items():
@@ -630,8 +772,11 @@ def main():
         if (step + 1) % args.eval_every == 0:
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
-            print(json.dumps(row), flush=True)
             save_model(model, processor, model_dir)
+            profile = depth_profile(load_model(str(model_dir)))
+            row.update(log_columns(profile))
+            print(json.dumps(row), flush=True)
+            print(profile_line(profile), flush=True)
         elif (step + 1) % 25 == 0:
             print(json.dumps(row), flush=True)
         log_rows.append(row)
@@ -653,6 +798,7 @@ def main():
     ]
     for handle in drophead_hooks:
         handle.remove()
+    image_drop.remove()
     save_model(model, processor, model_dir)
     shipped = AutoModelForImageTextToText.from_pretrained(model_dir)
     shipped_processor = AutoProcessor.from_pretrained(model_dir)
@@ -671,7 +817,10 @@ def main():
         "threads": args.threads,
         "merge_size": args.merge_size,
         "drophead": args.drophead,
+        **depth_recipe(args),
+        **({"initialised_from": initialised_from(args.init_from)} if args.init_from else {}),
         "results": results,
+        "probe": depth_profile(load_model(str(model_dir))),
         "pointing": pointing_results,
     }
     (model_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
