@@ -690,7 +690,7 @@ def test_run_head_sets_guards():
     inputs = tiny_inputs("qwen3_vl", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
     heads = stack_head_sets(lm.adapter, [[(1, 0)], [(2, 1)], [(0, 3)]])  # [3, L, H]
-    with pytest.raises(ValueError, match="takes a single item \\(batch 1\\), got batch 2"):
+    with pytest.raises(ValueError, match="the inputs hold 2 items"):
         run_head_sets(lm, inputs, heads, image[:1], HIDE)
     item = _second_row(inputs)
     with pytest.raises(ValueError, match=r"keys must be a bool tensor \[1, T\] or \[3, T\], got Tensor \(2,"):

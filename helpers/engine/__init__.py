@@ -20,7 +20,11 @@ The whole public API, by module:
 - ``adapters``: one per family (``adapter_for(config)``): candidate layers, head counts, image-token
   positions of a pixel region, and how a family's text-backbone inputs are repeated; families without a
   hand-written adapter get the generic one (whole-image groups only, no region mapping).
-- ``inputs``: items -> one left-padded processor batch with query-span and answer masks (``build_batch``).
+- ``item``: ``Item``, the record of one stimulus (image, prompt, regions, options); ``inputs``: items -> one
+  left-padded processor batch with query-span and answer masks (``build_batch``); ``one_item``: the front door of
+  ``run_head_sets``: an Item, a Batch of one item or a processor output, checked against the family's input layout
+  (``Adapter.check_inputs``: one item's rows, pixel rows against the image grid, image tokens against the pixels).
+- ``image_attention``: ``image_mass(lm, items, rows)``, each head's attention mass to the image, [B, L, H].
 - ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
   head-set intervention.
 """
@@ -32,7 +36,9 @@ if TYPE_CHECKING:  # the names below load on first use (__getattr__): importing 
     from helpers.engine.attention import ATTENTION, HIDE, Intervention, Read, Recording, probe
     from helpers.engine.compiled import compile_decoder_layers
     from helpers.engine.head_sets import expand_item, heads_to_mask, run_head_sets, stack_head_sets
+    from helpers.engine.image_attention import image_mass
     from helpers.engine.inputs import Batch, build_batch
+    from helpers.engine.item import Item
     from helpers.engine.leakage import Leak, leak
     from helpers.engine.loading import LoadedModel, load_model, wrap_model
     from helpers.engine.masking import MASKINGS
@@ -42,7 +48,9 @@ _HOME = {
     "attention": ("ATTENTION", "HIDE", "Intervention", "Read", "Recording", "probe"),
     "compiled": ("compile_decoder_layers",),
     "head_sets": ("expand_item", "heads_to_mask", "run_head_sets", "stack_head_sets"),
+    "image_attention": ("image_mass",),
     "inputs": ("Batch", "build_batch"),
+    "item": ("Item",),
     "leakage": ("Leak", "leak"),
     "loading": ("LoadedModel", "load_model", "wrap_model"),
     "masking": ("MASKINGS",),
@@ -55,6 +63,7 @@ __all__ = [
     "Adapter",
     "Batch",
     "Intervention",
+    "Item",
     "Leak",
     "LoadedModel",
     "Read",
@@ -64,6 +73,7 @@ __all__ = [
     "compile_decoder_layers",
     "expand_item",
     "heads_to_mask",
+    "image_mass",
     "leak",
     "load_model",
     "probe",

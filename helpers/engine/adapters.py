@@ -86,6 +86,37 @@ class Adapter:
         """Bool [B, T]: which positions hold image tokens."""
         return input_ids == self.image_token_id
 
+    def check_inputs(self, inputs: dict) -> None:
+        """Refuse a one-item processor output whose parts disagree, before any forward: ``input_ids`` [1, T], the
+        other per-position tensors [1, T], every image token attended, pixel inputs exactly when image tokens are
+        (and, per family, the pixel rows the image tokens need: check_pixels)."""
+        input_ids = inputs.get("input_ids")
+        if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2:
+            raise ValueError(f"the inputs need input_ids as a [1, T] tensor, got {_described(input_ids)}")
+        if input_ids.shape[0] != 1:
+            raise ValueError(
+                f"the inputs hold {input_ids.shape[0]} items (input_ids {tuple(input_ids.shape)}); pass one item: "
+                "an Item, a Batch of one item, or build_batch(processor, [item]).inputs"
+            )
+        for name in ("attention_mask", "token_type_ids", "mm_token_type_ids"):
+            value = inputs.get(name)
+            if value is not None and tuple(value.shape) != tuple(input_ids.shape):
+                raise ValueError(f"{name} has shape {tuple(value.shape)}, input_ids {tuple(input_ids.shape)}")
+        image = self.image_positions(input_ids)[0]  # [T]
+        if "attention_mask" in inputs and not bool(inputs["attention_mask"][0][image].all()):
+            raise ValueError("the attention mask hides some image tokens: the inputs do not belong together")
+        n_tokens, pixels = int(image.sum()), inputs.get("pixel_values")
+        if (pixels is None) != (n_tokens == 0):
+            raise ValueError(
+                f"input_ids hold {n_tokens} image tokens but the inputs {'lack' if pixels is None else 'hold'} "
+                "pixel_values: the inputs do not belong together"
+            )
+        if pixels is not None:
+            self.check_pixels(inputs, n_tokens)
+
+    def check_pixels(self, inputs: dict, n_tokens: int) -> None:
+        """Refuse pixel inputs that do not give the item's ``n_tokens`` image tokens (a family whose layout says)."""
+
     def attending_both_ways(self, item: dict) -> torch.Tensor:
         """Positions [n] of a one-item input whose rows may attend to later ones among them: its image tokens."""
         return self.image_positions(item["input_ids"])[0].nonzero().flatten()
@@ -185,6 +216,13 @@ def _image_spans(
     return spans
 
 
+def _described(value) -> str:
+    """A value for an error message: a tensor's shape, else its type."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {tuple(value.shape)}"
+    return "nothing" if value is None else type(value).__name__
+
+
 def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
     if not 0 <= batch_index < len(spans):
         raise ValueError(f"batch_index {batch_index} out of range: batch has {len(spans)} rows")
@@ -207,6 +245,25 @@ class QwenVLAdapter(Adapter):
         merged = [(t * h // self.merge, w // self.merge) for t, h, w in grids]
         spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in merged])
         return _one_image(spans, batch_index, image_index), _image_grid(merged, spans, batch_index, image_index)
+
+    def check_pixels(self, inputs, n_tokens):
+        """Packed pixels: one row per patch of every image, image_grid_thw's (t, h, w) patches each, and one image
+        token per merge x merge patches (a slice of a packed batch keeps rows that no longer match its grid)."""
+        grids = inputs.get("image_grid_thw")
+        if grids is None:
+            raise ValueError(f"{self.family}: pixel_values come without image_grid_thw")
+        patches = int(grids.prod(-1).sum())
+        rows = inputs["pixel_values"].shape[0]
+        if rows != patches:
+            raise ValueError(
+                f"pixel_values holds {rows} patch rows but image_grid_thw {grids.tolist()} says {patches}: the pixel "
+                "rows do not belong to this item (a slice of a packed batch?); pass an Item or a Batch of one item"
+            )
+        if n_tokens * self.merge**2 != patches:
+            raise ValueError(
+                f"input_ids hold {n_tokens} image tokens but image_grid_thw {grids.tolist()} gives "
+                f"{patches // self.merge**2} ({patches} patches / {self.merge}^2): the inputs do not belong together"
+            )
 
     def repeat_text_input(self, name, value, n):
         if name == "deepstack_visual_embeds":  # Qwen3-VL: [k, D] per deepstack layer

@@ -13,12 +13,16 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
 
+import numpy as np
 import torch
 
-from helpers.engine import attention
+from helpers.engine import attention, copy_ledger
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
+from helpers.engine.inputs import Batch
+from helpers.engine.item import Item
 from helpers.engine.kept_rows import last_layer_at_kept_rows
 from helpers.engine.masking import KEYED, check_masking
+from helpers.engine.one_item import as_head_sets, one_item_inputs
 
 
 def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
@@ -64,9 +68,9 @@ COPY_TOKENS = 2048
 @torch.no_grad()
 def run_head_sets(
     loaded,
-    item: dict,
-    heads: torch.Tensor,
-    keys: torch.Tensor,
+    item: Item | Batch | dict,
+    heads: torch.Tensor | np.ndarray,
+    keys: torch.Tensor | None,
     bias: float | torch.Tensor,
     rows: Rows = "all",
     logits_to_keep: int = 0,
@@ -76,8 +80,11 @@ def run_head_sets(
 ) -> torch.Tensor:
     """Logits [n, T, V] of one item under n head-sets: the same as n probe calls, sharing their common work.
 
-    ``item``: a one-item processor output (batch 1, T positions). ``heads``: [n, L, H] (stack_head_sets).
-    ``keys`` and ``rows``: [1, T] (the same for every set) or [n, T]; ``rows`` may be "all". ``bias``: a
+    ``item``: an Item (built with the model's processor), a Batch of one item (build_batch; pass it again to reuse
+    what an earlier call remembered) or a one-item processor output (batch 1, T positions), each checked against the
+    family's input layout before any forward (Adapter.check_inputs). ``heads``: bool [n, L, H] (stack_head_sets,
+    or an array such as measures.controls.with_controls gives). ``keys`` and ``rows``: [1, T] (the same for every
+    set) or [n, T], on any device; ``rows`` may be "all". ``bias``: a
     float, HIDE or an [n] tensor, as in Intervention. ``logits_to_keep``: as in transformers (1: the output
     head runs only at the last position, logits [n, 1, V]; 0: every position). ``max_tokens``: copies x T
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
@@ -94,23 +101,24 @@ def run_head_sets(
     layers' keys) the copies are made at the text backbone's input instead. The vision tower runs once per item:
     its output is remembered for the item's pixel tensor (_Memo).
     """
-    if item["input_ids"].shape[0] != 1:
-        raise ValueError(f"run_head_sets takes a single item (batch 1), got batch {item['input_ids'].shape[0]}")
-    if not isinstance(heads, torch.Tensor) or heads.dtype != torch.bool or heads.ndim != 3:
-        raise ValueError("heads must be a bool tensor [n_sets, layers, heads]; build it with stack_head_sets")
+    item = on_device(loaded, one_item_inputs(loaded, item))
+    device = loaded.model.device
+    heads = as_head_sets(heads).to(device)
     n = heads.shape[0]
     check_masking(masking)
-    keys = _per_copy("keys", keys, n) if masking in KEYED else None  # the other maskings act on every key
-    rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n)
+    keys = _per_copy("keys", keys, n, device) if masking in KEYED else None  # the others act on every key
+    rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n, device)
     spec = Intervention(heads=heads, keys=keys, bias=bias, rows=rows, masking=masking, factor=factor)
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
     start = _unchanged_prefix(loaded.adapter, item, spec, logits_to_keep)
     # the clean item's record costs about a copy's forward where no earlier call left it (remember_item)
-    if start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values()))):
-        return _from_prefix(loaded, item, spec, logits_to_keep, start, parts)
-    with _vision_once(loaded.model):
-        return _forwards(loaded, item, spec, logits_to_keep, parts)
+    prefix = start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values())))
+    with copy_ledger.counted(loaded, item, spec, start if prefix else 0, logits_to_keep, per_forward):
+        if prefix:
+            return _from_prefix(loaded, item, spec, logits_to_keep, start, parts)
+        with _vision_once(loaded.model):
+            return _forwards(loaded, item, spec, logits_to_keep, parts)
 
 
 def _unchanged_prefix(adapter, item: dict, spec: Intervention, logits_to_keep: int) -> int:
@@ -250,9 +258,12 @@ def _vision_once(model):
     """Inside, every module's ``get_image_features`` (the vision tower and projector, in every family that has
     one) returns the output it computed for the same pixel tensor before, inside this context or an earlier
     one (_Memo): the copies' forwards, and every call on the same item, share one run of the vision tower."""
-    owners = _VISION_OWNERS.get(model)
-    if owners is None:
-        owners = _VISION_OWNERS[model] = [m for m in model.modules() if "get_image_features" in type(m).__dict__]
+    refs = _VISION_OWNERS.get(model)
+    if refs is None:
+        refs = _VISION_OWNERS[model] = [
+            weakref.ref(m) for m in model.modules() if "get_image_features" in type(m).__dict__
+        ]
+    owners = [ref() for ref in refs]
     for owner in owners:
         original = owner.get_image_features
 
@@ -414,7 +425,9 @@ def _nbytes(value) -> int:
 # paper-shaped 8B model's item at 1,600 positions ~0.25 GB in bf16 (on its device).
 MEMO_BYTES = 2**30
 _VISION, _CLEAN, _ON_DEVICE = _Memo(), _Memo(), _Memo()
-_VISION_OWNERS = weakref.WeakKeyDictionary()  # model -> its modules that define get_image_features
+# model -> weak references to its modules that define get_image_features (the model itself among them in most
+# families: a strong reference would keep every model ever run alive)
+_VISION_OWNERS = weakref.WeakKeyDictionary()
 
 
 def _uniform(value: float | torch.Tensor) -> bool:
@@ -422,14 +435,15 @@ def _uniform(value: float | torch.Tensor) -> bool:
     return not isinstance(value, torch.Tensor) or value.ndim == 0 or bool((value == value.flatten()[0]).all())
 
 
-def _per_copy(name: str, selection: torch.Tensor, n: int) -> torch.Tensor:
-    """A [1, T] or [n, T] selection -> [n, T]."""
+def _per_copy(name: str, selection: torch.Tensor, n: int, device) -> torch.Tensor:
+    """A [1, T] or [n, T] selection -> [n, T] on ``device`` (moved before it is expanded, so one [1, T] row stays
+    one row for every copy: _one_for_all)."""
     if not isinstance(selection, torch.Tensor) or selection.ndim != 2 or selection.shape[0] not in (1, n):
         raise ValueError(
             f"{name} must be a bool tensor [1, T] or [{n}, T], got "
             f"{type(selection).__name__} {tuple(getattr(selection, 'shape', ()))}"
         )
-    return selection.expand(n, -1)
+    return selection.to(device).expand(n, -1)
 
 
 def _repeat_layer_input(args: tuple, kwargs: dict, n: int):

@@ -12,7 +12,7 @@ says how a head is masked: "hide" (the default) or one of the visual-head reposi
 
 import torch
 
-from helpers.engine.head_sets import on_device, run_head_sets
+from helpers.engine.head_sets import run_head_sets
 from helpers.engine.inputs import Batch
 from helpers.engine.masking import KEYED, check_masking
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
@@ -59,22 +59,17 @@ def letter_probs_under(
         keys = None  # the masking acts on every key
     elif keys.shape[0] not in (1, n):
         raise ValueError(f"keys has {keys.shape[0]} rows; use 1 or one per head-set ({n})")
-    device = lm.model.device
-    inputs = on_device(lm, batch.inputs)
-    selected_rows = row_selection(batch, rows)
-    if not isinstance(selected_rows, str):
-        selected_rows = selected_rows.to(device)
     bias = torch.as_tensor(bias, dtype=torch.float32)
     letter_ids = option_token_ids(lm.processor.tokenizer)
     logits = run_head_sets(  # [n, 1, V]: the output head runs only at the answer row
         lm,
-        inputs,
-        heads.to(device),
-        None if keys is None else keys.to(device),
+        batch,
+        heads,
+        keys,
         bias,
-        selected_rows,
+        row_selection(batch, rows),
         logits_to_keep=1,
-        max_tokens=sets_per_forward * inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
+        max_tokens=sets_per_forward * batch.inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
         masking=masking,
         factor=torch.as_tensor(factor, dtype=torch.float32),
     )
