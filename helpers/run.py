@@ -41,7 +41,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from helpers.engine.devices import resolve_device
-from helpers.runner.params import ParameterError, check_run
+from helpers.runner import ledger, progress
+from helpers.runner.params import CHECKS, ParameterError, check_run, declared_in
 from helpers.runner.steps import STEPS, producer, waits_for
 from helpers.storage import cache, paths, runs, workers
 
@@ -101,14 +102,20 @@ def check_inputs(source: Path, folders: runs.RunFolders, earlier: list[str]) -> 
         )
 
 
-def _plan(source: Path, declared: dict, params: dict) -> str:
-    """', about N forward passes' at these parameters (cached chunks are not subtracted), or ''."""
+def _planned(source: Path, declared: dict, params: dict) -> int:
+    """About how many item x head-set copies `source` runs at these parameters (cached chunks are not subtracted);
+    0 where not projected (a smoke run, a notebook without a projection)."""
     step = STEPS.get(source.stem)
     if step is None or params.get("smoke"):
-        return ""
+        return 0
     values = {name: params.get(name, info["default"]) for name, info in declared.items()}
     values = {name: parse_value(v) if isinstance(v, str) else v for name, v in values.items()}
-    count = step.planned_forwards(values)
+    return step.planned_forwards(values)
+
+
+def _plan(source: Path, declared: dict, params: dict) -> str:
+    """', about N forward passes' at these parameters (_planned), or ''."""
+    count = _planned(source, declared, params)
     return f"; about {count:,} forward passes (item x head-set copies; cached ones are read back)" if count else ""
 
 
@@ -165,6 +172,12 @@ def run(
     """Execute `sources`, up to `jobs` notebooks at once in the order their reads allow (_schedule; one job: in
     order). `overrides` (the user's -p) must each be declared by some selected notebook; they and `defaults` go
     to the notebooks that declare them. Returns the seconds each notebook took."""
+    declared_names = {name for src in sources for name in declared_in(src)}
+    unused = sorted(set(overrides) - declared_names)
+    if unused:  # before papermill's and torch's imports, like every refusal of the runner
+        raise SystemExit(
+            f"parameter(s) {unused} are taken by none of the selected notebooks; known: {sorted(declared_names)}"
+        )
     for src in sources:  # every parameter checked before any notebook (or model) starts
         try:
             check_run(src, {**(defaults or {}), **overrides})
@@ -175,10 +188,6 @@ def run(
 
     inputs = {src: to_ipynb(src, build_dir / "source" / f"{src.stem}.ipynb") for src in sources}
     declared = {src: papermill.inspect_notebook(str(nb)) for src, nb in inputs.items()}
-    unused = [name for name in overrides if not any(name in params for params in declared.values())]
-    if unused:
-        known = sorted({name for params in declared.values() for name in params})
-        raise SystemExit(f"parameter(s) {unused} are taken by none of the selected notebooks; known: {known}")
     given = {**(defaults or {}), **overrides}
     if folders is not None:
         given.update(out_dir=str(folders.out), data_dir=str(folders.data))
@@ -187,6 +196,7 @@ def run(
     notebooks_dir = folders.notebooks if folders is not None else build_dir / "notebooks"
     work_dir = build_dir / "executing"
     work_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(ledger_folder(build_dir), ignore_errors=True)  # this call's ledger only
     order = {src: i for i, src in enumerate(inputs, 1)}
     timings = {}
 
@@ -195,16 +205,19 @@ def run(
         executed = work_dir / f"{src.stem}.ipynb"
         print(f"[{order[src]}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
         start = time.time()
+        planned = _planned(src, declared[src], params)
         try:
-            papermill.execute_notebook(
-                str(inputs[src]),
-                str(executed),
-                parameters=params,
-                kernel_name="python3",
-                cwd=str(paths.NOTEBOOKS),
-                progress_bar=False,
-                log_output=jobs == 1,  # the cells' output of notebooks running side by side would interleave
-            )
+            with progress.shown(ledger_folder(build_dir), src.stem, planned, workers.worker_count()):
+                papermill.execute_notebook(
+                    str(inputs[src]),
+                    str(executed),
+                    parameters=params,
+                    kernel_name="python3",
+                    cwd=str(paths.NOTEBOOKS),
+                    progress_bar=False,
+                    log_output=jobs == 1,  # the cells' output of notebooks running side by side would interleave
+                    kernel_manager_class=ledger.kernel_manager(ledger_folder(build_dir), src.stem),
+                )
         except PapermillExecutionError as err:
             _write_executed(executed, notebooks_dir, folders == runs.PUBLISHED)
             raise SystemExit(
@@ -217,6 +230,11 @@ def run(
 
     _schedule(list(inputs), execute, jobs)
     return timings
+
+
+def ledger_folder(build_dir: Path) -> Path:
+    """Where the notebooks' processes write the copy ledger's lines (helpers.storage.ledger)."""
+    return build_dir / "ledger"
 
 
 def _schedule(sources: list[Path], execute, jobs: int) -> None:
@@ -293,10 +311,13 @@ def _versions() -> dict:
     }
 
 
-def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict, how: dict | None = None) -> Path:
+def write_run_json(
+    folders: runs.RunFolders, parameters: dict, timings: dict, how: dict | None = None, copies: dict | None = None
+) -> Path:
     """run.json: the run's parameters, versions, the model's fingerprint, the seconds per notebook (merged with
-    those of earlier calls into the same folder; notebooks run side by side overlap) and `how` the last call ran
-    (jobs, wall_seconds)."""
+    those of earlier calls into the same folder; notebooks run side by side overlap), `how` the last call ran
+    (jobs, wall_seconds) and `copies`, the copy ledger (helpers.runner.ledger.collect) under `ledger`: its
+    notebooks merged with those of earlier calls, its totals and duplicates the last call's."""
     model = parameters.get("model", "toy")
     record = {
         "parameters": parameters,
@@ -308,6 +329,9 @@ def write_run_json(folders: runs.RunFolders, parameters: dict, timings: dict, ho
     }
     previous = json.loads(folders.run_json.read_text()) if folders.run_json.exists() else {}
     record["seconds_per_notebook"] = {**previous.get("seconds_per_notebook", {}), **timings}
+    if copies is not None:
+        notebooks = {**previous.get("ledger", {}).get("notebooks", {}), **copies["notebooks"]}
+        record["ledger"] = {**copies, "notebooks": notebooks}
     folders.run_json.parent.mkdir(parents=True, exist_ok=True)
     tmp = folders.run_json.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
@@ -389,19 +413,27 @@ def main(argv=None) -> None:
     start = time.time()
     timings = run(sources, overrides, build_dir, folders, defaults, jobs)
     wall = round(time.time() - start, 1)
-    write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall})
+    copies = ledger.collect(ledger_folder(build_dir))
+    write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall}, copies)
     declared = {f for src in sources if src.stem in STEPS for f in STEPS[src.stem].output_files()}
     if args.shard is None and "INDEX.md" in declared:
         from helpers.studies import artefacts  # 07 wrote the index; notebooks beside it may have finished after
 
         artefacts.write_index(folders.out)
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
+    print("copies (one item's forward under one head-set), per notebook:", flush=True)
+    print("\n".join(ledger.summary_lines(copies, timings)), flush=True)
 
 
 def chosen_run_folders(args, sources: list[Path], overrides: dict, changed: dict) -> runs.RunFolders:
     """Where the run writes: `--out` or `-p out_dir` (the same folder; both given must agree), else build/smoke/
     for a smoke run, paper_figures/ for the default full run, runs/<model>-<hash>/ for any other; `-p data_dir`
     then replaces the data folder."""
+    if args.out is not None:  # checked as -p out_dir is, before anything starts
+        try:
+            CHECKS["out_dir"](args.out)
+        except ParameterError as error:
+            raise SystemExit(f"--out {args.out}: {error}") from None
     out = {Path(v).expanduser().resolve() for v in (args.out, overrides.get("out_dir")) if v is not None}
     if len(out) > 1:
         raise SystemExit(f"--out {args.out} and -p out_dir {overrides['out_dir']} name two run folders; give one")

@@ -337,6 +337,18 @@ RUNNER = [
     ),
     Case(
         "runner",
+        "--out an existing file",
+        lambda f: run.main(["00", "--out", _a_file(f)]),
+        ("--out", "a_file", "existing file, not a folder"),
+    ),
+    Case(
+        "runner",
+        "--out not writable",
+        lambda f: run.main(["00", "--out", "/proc/1/run"]),
+        ("--out /proc/1/run", "not writable"),
+    ),
+    Case(
+        "runner",
         "report card --method unknown",
         lambda f: protocol.main(["--model", "toy", "--method", "gazer", "--out", str(f.out / "run")]),
         ("method 'gazer'", "gaze, ver, localization, sparsemm, ocr, retrieval, qrhead, ablation, attribution"),
@@ -642,3 +654,19 @@ def test_a_csv_corpus_and_auto_device_are_accepted(tmp_path, monkeypatch):
     )
     checked = params.validate({"eval_corpus": csv_path, "device": "auto", "dtype": "auto", "k": 128})
     assert (checked.eval_corpus, checked.device, checked.dtype, checked.k) == (csv_path, "cpu", "float32", 128)
+
+
+def test_runner_refusals_come_before_papermill_and_torch(tmp_path):
+    """An unknown -p name and a bad --out are refused in a process that has imported neither papermill nor torch."""
+    import subprocess
+    import sys
+
+    _a_file(Folders(tmp=tmp_path, out=tmp_path, cache=tmp_path))
+    for argv in (["01", "-p", "n_itemz", "3"], ["00", "--out", str(tmp_path / "a_file")]):
+        script = (
+            "import sys\nfrom helpers import run\ntry:\n    run.main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    print(e)\nprint(sorted({'papermill', 'torch'} & set(sys.modules)))"
+        )
+        done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=paths.ROOT)
+        message, imported = done.stdout.strip().splitlines()[-2:]
+        assert ("n_itemz" in message or "existing file" in message) and imported == "[]", done.stdout + done.stderr

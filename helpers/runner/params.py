@@ -395,7 +395,7 @@ def declared_parameters(notebook: str) -> dict:
     source = paths.NOTEBOOKS / f"{notebook}.py"
     if not source.exists():
         raise ParameterError(f"no notebook {source.name} in {paths.NOTEBOOKS}")
-    return _declared_in(source)
+    return declared_in(source)
 
 
 def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> None:
@@ -418,7 +418,7 @@ def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> Non
 PARAMETERS_CELL = '# %% tags=["parameters"]'
 
 
-def _declared_in(source: Path) -> dict:
+def declared_in(source: Path) -> dict:
     """The assignments of the jupytext percent cell tagged "parameters" (read as text: no jupytext import)."""
     lines = Path(source).read_text().splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == PARAMETERS_CELL]
@@ -439,7 +439,7 @@ def check_run(source: Path, given: dict) -> SimpleNamespace:
     """Validate the parameters a run would pass to the notebook `source` (its defaults, then the names of
     `given` it declares) before it starts: the runner checks every selected notebook before executing any.
     Names no check knows are left to the notebook."""
-    declared = _declared_in(Path(source))
+    declared = declared_in(Path(source))
     values = {**declared, **{name: value for name, value in given.items() if name in declared}}
     return validate({name: value for name, value in values.items() if name in CHECKS}, Path(source).stem)
 
