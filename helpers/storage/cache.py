@@ -21,13 +21,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from helpers.storage import workers
+from helpers.storage import ledger, workers
 from helpers.storage.code_hash import code_version
 from helpers.storage.files import atomic_write
 
 DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
 PROGRESS_ENV = "HELPERS_PROGRESS"  # "0": no progress bars (helpers.run sets it: executed notebooks keep no bars)
 _HEADER = "__header__"
+_COPIES = "__copies__"  # an entry's copy digests (helpers.storage.ledger), not one of its results
 
 
 def computation_key(
@@ -82,6 +83,11 @@ class ResultCache:
 
     def load(self, name: str, params: dict) -> dict[str, np.ndarray] | None:
         """The stored arrays, or None when absent; a corrupt entry is deleted and reported as absent."""
+        entry = self._load_entry(name, params)
+        return None if entry is None else entry[0]
+
+    def _load_entry(self, name: str, params: dict) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """load's arrays and the digests of the copies computed for them (none for an entry saved without)."""
         path = self.path(name, params)
         if not path.exists():
             return None
@@ -94,10 +100,11 @@ class ResultCache:
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError):
             path.unlink(missing_ok=True)
             return None
-        return arrays
+        return arrays, arrays.pop(_COPIES, np.zeros(0, dtype=np.uint64))
 
-    def save(self, name: str, params: dict, arrays: dict[str, np.ndarray]) -> Path:
-        """Atomically write `arrays` (object arrays are refused: they would need pickle)."""
+    def save(self, name: str, params: dict, arrays: dict[str, np.ndarray], copies: np.ndarray | None = None) -> Path:
+        """Atomically write `arrays` (object arrays are refused: they would need pickle) and the digests of the
+        `copies` computed for them (helpers.storage.ledger)."""
         for key, value in arrays.items():
             if np.asarray(value).dtype == object:
                 raise TypeError(f"array {key!r} has dtype object, which cannot be stored without pickle")
@@ -107,7 +114,8 @@ class ResultCache:
 
         def write(tmp: Path) -> None:
             with tmp.open("wb") as handle:  # a handle: np.savez would append .npz to a path
-                np.savez(handle, **{_HEADER: np.array(header)}, **arrays)
+                extra = {} if copies is None else {_COPIES: np.asarray(copies, dtype=np.uint64)}
+                np.savez(handle, **{_HEADER: np.array(header)}, **extra, **arrays)
 
         atomic_write(path, write)
         return path
@@ -137,13 +145,14 @@ class ResultCache:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
         bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
         keys = [{**params, "chunk": [start, stop]} for start, stop in bounds]
-        parts = [self.load(name, key) for key in keys]  # what is on disk first, so the bar's ETA is the work left
+        label = ledger.computation(name, params)
+        parts = [self._read_back(name, key, label) for key in keys]  # on disk first: the bar's ETA is the work left
         missing = [i for i in workers.shard_order(len(bounds)) if parts[i] is None]
         if missing:
             for i in missing if prepare is not None else ():
                 prepare(*bounds[i])
             entries = [self.path(name, key) for key in keys]
-            chunks = [(entries[i], self._saver(name, keys[i], compute, *bounds[i])) for i in missing]
+            chunks = [(entries[i], self._saver(name, keys[i], label, compute, *bounds[i])) for i in missing]
             with tqdm(
                 total=len(bounds),
                 initial=len(bounds) - len(missing),
@@ -165,6 +174,21 @@ class ResultCache:
                     raise RuntimeError(f"chunk {keys[i]['chunk']} of {name} vanished from {self.root}")
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
-    def _saver(self, name: str, key: dict, compute: Callable[[int, int], dict], start: int, stop: int):
-        """The call that computes chunk [start, stop) and saves it as the entry of `key`."""
-        return lambda: self.save(name, key, {k: np.asarray(v) for k, v in compute(start, stop).items()})
+    def _read_back(self, name: str, key: dict, label: str) -> dict[str, np.ndarray] | None:
+        """A chunk's arrays when on disk, its copies then counted in the ledger as read back (computation `label`)."""
+        entry = self._load_entry(name, key)
+        if entry is None:
+            return None
+        ledger.chunk_read(label, self.path(name, key), entry[1])
+        return entry[0]
+
+    def _saver(self, name: str, key: dict, label: str, compute: Callable[[int, int], dict], start: int, stop: int):
+        """The call that computes chunk [start, stop) and saves it as the entry of `key`, counting its copies in the
+        ledger (computation `label`)."""
+
+        def save() -> None:
+            with ledger.computing(label) as tally:
+                arrays = {k: np.asarray(v) for k, v in compute(start, stop).items()}
+            ledger.chunk_computed(tally, self.save(name, key, arrays, tally.all_digests()))
+
+        return save

@@ -1,0 +1,121 @@
+"""What run_head_sets computes, for the copy ledger (helpers.storage.ledger): each copy's identity and matmul FLOPs.
+
+A *copy* is one item's forward under one intervention: the logits run_head_sets returns for batch row i, decided
+by (model, item, head-set, masking, row group, keys) and the bias, factor and logits kept that go with them. Its
+digest (8 bytes) hashes exactly those: the model's fingerprint, dtype and device kind, the item's input tensors,
+row i of the heads [L, H], keys [T] and rows [T] (or "all"), bias[i], factor[i], the masking and logits_to_keep. Two
+copies with one digest give the same logits, whichever notebook or computation asked for them.
+
+A copy's FLOPs are the matmuls of the work run_head_sets does for it: the decoder layers from the first one the copies
+differ at (d0) at the rows after the unchanged prefix (p0), attending over every key, and the output head at the
+kept rows; the layers below d0, run once per forward at batch 1, are shared among the forward's copies. The vision
+tower (once per item, remembered) is not counted.
+"""
+
+import hashlib
+import time
+import weakref
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from helpers.storage import ledger
+
+DECIDES_RESULTS = False  # counts what is computed, never changes it (helpers.storage.code_hash)
+_MODELS = weakref.WeakKeyDictionary()  # model -> (its identity bytes, its text backbone's shape)
+
+
+@contextmanager
+def counted(loaded, item: dict, spec, start: int, logits_to_keep: int, per_forward: int):
+    """Around run_head_sets' forwards: the copies of `spec` (an Intervention of n copies of one-item `item`) go
+    into the ledger with their digests, their matmul FLOPs and the CPU seconds of the call. `start`: the
+    unchanged prefix p0 (0: whole copies); `per_forward`: copies per forward."""
+    digests = copy_digests(loaded, item, spec, logits_to_keep)
+    flops = call_flops(loaded, spec.heads, item["input_ids"].shape[1], start, logits_to_keep, per_forward)
+    began = time.process_time()
+    yield
+    ledger.record_copies(digests, flops, time.process_time() - began)
+
+
+def copy_digests(loaded, item: dict, spec, logits_to_keep: int) -> np.ndarray:
+    """[n] uint64: each copy's digest (module docstring)."""
+    n = spec.heads.shape[0]
+    shared = hashlib.blake2b(_model(loaded)[0], digest_size=16)
+    for name in sorted(item):
+        value = item[name]
+        if isinstance(value, torch.Tensor):
+            shared.update(name.encode() + _bytes(value))
+    shared.update(f"{spec.masking}|{logits_to_keep}|{spec.rows if isinstance(spec.rows, str) else ''}".encode())
+    per_copy = [_rows_of(spec.heads, n)]
+    per_copy += [_rows_of(value, n) for value in (spec.keys, spec.rows) if isinstance(value, torch.Tensor)]
+    per_copy += [_rows_of(torch.as_tensor(value, dtype=torch.float32), n) for value in (spec.bias, spec.factor)]
+    rows = np.concatenate(per_copy, axis=1)  # [n, bytes]: what copy i alone decides
+    key = shared.digest()
+    out = [hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest() for row in rows]
+    return np.frombuffer(b"".join(out), dtype=np.uint64).copy()
+
+
+def _rows_of(value: torch.Tensor, n: int) -> np.ndarray:
+    """[n, bytes] uint8: copy i's share of a per-copy value ([n, ...] or one value for every copy)."""
+    array = value.detach().cpu()
+    array = array.expand(n, *array.shape[1:]) if array.ndim >= 1 and array.shape[0] == 1 else array
+    array = array.reshape(1).expand(n) if array.ndim == 0 else array
+    return np.ascontiguousarray(array.numpy()).reshape(n, -1).view(np.uint8)
+
+
+def _bytes(value: torch.Tensor) -> bytes:
+    return np.ascontiguousarray(value.detach().cpu().numpy()).tobytes()
+
+
+def call_flops(loaded, heads: torch.Tensor, length: int, start: int, logits_to_keep: int, per_forward: int) -> float:
+    """Matmul FLOPs of one run_head_sets call (module docstring): n copies of the rows [start, length)."""
+    shape = _model(loaded)[1]
+    adapter = loaded.adapter
+    n = heads.shape[0]
+    used = heads.any(0).any(-1).nonzero().flatten()
+    if used.numel() == 0:  # every set is empty: one clean forward, repeated
+        first, n_copies = shape["layers"], 0
+    else:
+        split = adapter.candidate_layers[int(used[0])]
+        first, n_copies = (split if split >= adapter.min_split_layer else 0), n
+    rows = length - start
+    per_layer = layer_flops(shape, rows, length)
+    forwards = -(-n // per_forward)
+    head = 2 * shape["hidden"] * shape["vocab"] * (logits_to_keep or rows)
+    return n_copies * ((shape["layers"] - first) * per_layer) + forwards * first * per_layer + n * head
+
+
+def layer_flops(shape: dict, rows: int, keys: int) -> float:
+    """Matmul FLOPs of one decoder layer on `rows` query rows attending over `keys` keys: the q, k, v and output
+    projections, the scores and the weighted values, and the gated MLP (three [D, F] matmuls)."""
+    d, q, kv, f = shape["hidden"], shape["q"], shape["kv"], shape["mlp"]
+    return 2 * rows * d * (q + 2 * kv) + 2 * rows * q * d + 2 * 2 * rows * keys * q + 2 * rows * 3 * d * f
+
+
+def text_shape(config, vocab: int) -> dict:
+    """The text backbone's sizes that set a copy's matmuls, from its config."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden": config.hidden_size,
+        "q": heads * head_dim,
+        "kv": (getattr(config, "num_key_value_heads", None) or heads) * head_dim,
+        "mlp": config.intermediate_size,
+        "vocab": vocab,
+    }
+
+
+def _model(loaded) -> tuple[bytes, dict]:
+    """(identity bytes, text shape) of a loaded model, worked out once per model object."""
+    known = _MODELS.get(loaded.model)
+    if known is None:
+        from helpers.engine.loading import model_fingerprint
+
+        model = loaded.model
+        identity = f"{model_fingerprint(loaded)}|{model.dtype}|{model.device.type}".encode()
+        vocab = model.get_output_embeddings().weight.shape[0]
+        shape = text_shape(loaded.adapter.language_model(model).config, vocab)
+        known = _MODELS[model] = (identity, shape)
+    return known

@@ -1,0 +1,108 @@
+"""The copy ledger of one runner call: gathered from the lines each notebook's processes wrote, for run.json.
+
+A copy is one (model, item, head-set, masking, row group, keys) forward (helpers.engine.copy_ledger); the runner gives
+every notebook's kernel a ledger folder (kernel_manager), where the kernel and its chunk workers append what they
+computed and read back (helpers.storage.ledger). `collect` sums the lines per notebook and per computation (copies
+computed, copies read back, run_head_sets calls, CPU seconds, the copies' matmul FLOPs) and counts the duplicates:
+copies computed more than once in the run, across notebooks included. A copy is counted once per place it was
+computed: a cache entry (however often it is read back) or one run_head_sets call outside the cache.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from helpers.storage.ledger import LEDGER_ENV, NOTEBOOK_ENV
+
+COPY = "one (model, item, head-set, masking, row group, keys) forward copy (helpers/engine/copy_ledger.py)"
+SUMS = ("computed", "read_back", "calls", "seconds", "copy_seconds", "flops")
+
+
+def kernel_manager(folder: Path, notebook: str):
+    """A Jupyter kernel manager class whose kernels write their ledger lines into `folder` as `notebook`'s."""
+    from jupyter_client import AsyncKernelManager
+
+    class LedgerKernel(AsyncKernelManager):
+        def start_kernel(self, **kw):
+            env = {**kw.pop("env", os.environ), LEDGER_ENV: str(folder), NOTEBOOK_ENV: notebook}
+            return super().start_kernel(env=env, **kw)
+
+    return LedgerKernel
+
+
+def collect(folder: Path) -> dict:
+    """run.json's ledger from the lines under `folder`: per notebook its sums (SUMS) and per computation the same,
+    `duplicates` (copies computed again after their first computation) and `duplicated` (which: first computed
+    where, computed again where, how many)."""
+    notebooks, sources = {}, []
+    for path in sorted(Path(folder).glob("*.jsonl")):
+        notebook = path.name.split(".")[0]
+        for number, text in enumerate(path.read_text().splitlines()):
+            line = json.loads(text)
+            digests = np.frombuffer(bytes.fromhex(line["digests"]), dtype="<u8")
+            computations = notebooks.setdefault(notebook, {"computations": {}})["computations"]
+            sums = computations.setdefault(line["computation"], dict.fromkeys(SUMS, 0))
+            if line.get("read"):
+                sums["read_back"] += len(digests)
+            else:
+                sums["computed"] += len(digests)
+                for name in ("calls", "seconds", "copy_seconds", "flops"):
+                    sums[name] += line[name]
+            place = line["entry"] or f"{path.name}:{number}"  # an uncached call is a place of its own
+            sources.append((digests, place, line["time"], notebook, line["computation"]))
+    for record in notebooks.values():
+        record.update({name: sum(c[name] for c in record["computations"].values()) for name in SUMS})
+    duplicated = duplicates_of(sources)
+    return {
+        "copy": COPY,
+        "notebooks": notebooks,
+        "computed": sum(r["computed"] for r in notebooks.values()),
+        "read_back": sum(r["read_back"] for r in notebooks.values()),
+        "flops": sum(r["flops"] for r in notebooks.values()),
+        "duplicates": sum(d["copies"] for d in duplicated),
+        "duplicated": duplicated,
+    }
+
+
+def duplicates_of(sources: list[tuple]) -> list[dict]:
+    """The copies held by more than one place: (digests, place, time, notebook, computation) per ledger line ->
+    [{"first": where the copy was first computed, "again": where again, "copies": how many}], most first."""
+    import pandas as pd
+
+    if not sources:
+        return []
+    frame = pd.DataFrame(
+        {
+            "digest": np.concatenate([s[0] for s in sources]),
+            **{
+                name: np.repeat([s[i] for s in sources], [len(s[0]) for s in sources])
+                for i, name in enumerate(("place", "time", "notebook", "computation"), 1)
+            },
+        }
+    )
+    frame = frame.sort_values("time", kind="stable").drop_duplicates(["digest", "place"])
+    frame["where"] = frame["notebook"] + ": " + frame["computation"]
+    frame["nth"] = frame.groupby("digest").cumcount()
+    first = frame[frame["nth"] == 0].set_index("digest")["where"]
+    again = frame[frame["nth"] > 0]
+    pairs = pd.DataFrame({"first": first.loc[again["digest"]].to_numpy(), "again": again["where"].to_numpy()})
+    counts = pairs.value_counts().reset_index(name="copies")
+    return [{"first": r.first, "again": r.again, "copies": int(r.copies)} for r in counts.itertuples()]
+
+
+def summary_lines(ledger: dict, seconds_per_notebook: dict) -> list[str]:
+    """One line per notebook: copies computed and read back, wall and CPU seconds, CPU seconds per computed copy;
+    then the duplicates."""
+    lines = []
+    for notebook, record in sorted(ledger["notebooks"].items()):
+        per_copy = f"{1e3 * record['copy_seconds'] / record['computed']:.2f} ms per copy" if record["computed"] else ""
+        wall = seconds_per_notebook.get(notebook)
+        lines.append(
+            f"    {notebook:<16}{record['computed']:>10,} computed {record['read_back']:>10,} read back "
+            f"{'' if wall is None else f'{wall:>7.0f} s wall '}{record['seconds']:>7.0f} s CPU  {per_copy}"
+        )
+    lines.append(f"    duplicate copies: {ledger['duplicates']:,}")
+    lines += [f"      {d['copies']:,} in {d['again']} (first in {d['first']})" for d in ledger["duplicated"]]
+    return lines
