@@ -41,6 +41,7 @@ lab: setup
 bench: setup
 	$(PY) -m bench.bench_heads
 	$(PY) -m bench.bench_figures
+	$(PY) -m bench.bench_floor
 	$(PY) -m bench.bench_checks
 
 # make toy-model                     the default Qwen3-VL toy (helpers/toy/model), its recipe's 125 min

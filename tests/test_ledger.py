@@ -1,0 +1,152 @@
+"""The copy ledger: each copy's digest, the lines a cached computation writes, the run's sums and duplicates."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine.copy_ledger import copy_digests, layer_flops
+from helpers.measures import necessity, steering
+from helpers.runner import ledger as run_ledger
+from helpers.runner import progress
+from helpers.stimuli.corpora import load_corpus, single_image_items
+from helpers.storage import ledger
+from helpers.storage.cache import ResultCache
+
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model("toy")
+
+
+@pytest.fixture(scope="module")
+def sets(lm):
+    """[3, L, H]: one head in the first layer, every head of the upper half, every head."""
+    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    out = np.zeros((3, n_layers, n_heads), dtype=bool)
+    out[0, 0, 3] = True
+    out[1, n_layers // 2 :] = True
+    out[2] = True
+    return out
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """The ledger folder this test's process writes into, as notebook "nb"."""
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path / "ledger"))
+    monkeypatch.setenv(ledger.NOTEBOOK_ENV, "nb")
+    return tmp_path / "ledger"
+
+
+def _spec(heads, keys, rows="all", bias=HIDE, masking="hide"):
+    from helpers.engine.attention import Intervention
+
+    n = heads.shape[0]
+    return Intervention(
+        heads=heads,
+        keys=keys.expand(n, -1),
+        bias=torch.as_tensor(bias, dtype=torch.float32),
+        rows=rows if isinstance(rows, str) else rows.expand(n, -1),
+        masking=masking,
+        factor=torch.tensor(0.0),
+    )
+
+
+def test_a_copy_is_known_by_its_item_head_set_keys_rows_and_masking(lm, sets):
+    items = single_image_items(load_corpus("co"), 2, SEED, "matched")
+    batch, other = (build_batch(lm.processor, [item]) for item in items)
+    heads = torch.as_tensor(sets)
+    keys = batch.image_mask
+    digests = copy_digests(lm, batch.inputs, _spec(heads, keys), 1)
+    assert digests.dtype == np.uint64 and len(set(digests.tolist())) == 3
+    assert copy_digests(lm, batch.inputs, _spec(heads[1:2], keys), 1)[0] == digests[1]  # alone or among others
+    changed = [
+        copy_digests(lm, other.inputs, _spec(heads, other.image_mask), 1),  # another item
+        copy_digests(lm, batch.inputs, _spec(heads, ~keys), 1),  # other keys
+        copy_digests(lm, batch.inputs, _spec(heads, keys, batch.last_prompt_mask), 1),  # other rows
+        copy_digests(lm, batch.inputs, _spec(heads, keys, bias=10.0), 1),  # another bias
+        copy_digests(lm, batch.inputs, _spec(heads, keys, masking="rescale"), 1),  # another masking
+        copy_digests(lm, batch.inputs, _spec(heads, keys), 0),  # other logits kept
+    ]
+    for other_digests in changed:
+        assert not set(other_digests.tolist()) & set(digests.tolist())
+
+
+def test_a_decoder_layer_counts_its_matmuls():
+    shape = {"layers": 2, "hidden": 4, "q": 8, "kv": 2, "mlp": 6, "vocab": 10}
+    # rows 3, keys 5: q, k, v 2*3*4*(8+4) = 288; output 2*3*8*4 = 192; scores and values 2*2*3*5*8 = 480;
+    # MLP 2*3*3*4*6 = 432
+    assert layer_flops(shape, 3, 5) == 288 + 192 + 480 + 432
+
+
+def test_a_cached_computation_writes_its_copies_and_reads_them_back(lm, sets, tmp_path, folder):
+    cache = ResultCache(tmp_path / "cache")
+    necessity.necessity_run(lm, "co", 3, SEED, sets, "all", cache, chunk=2)
+    necessity.necessity_run(lm, "co", 3, SEED, sets, "all", cache, chunk=2)  # read back
+    lines = [json.loads(t) for p in folder.glob("nb.*.jsonl") for t in p.read_text().splitlines()]
+    computed = [line for line in lines if line["computation"].startswith("necessity") and not line.get("read")]
+    assert len(computed) == 2 and {line["calls"] for line in computed} == {2, 4}  # chunks of 2 and 1 items, 2 arms
+    run = run_ledger.collect(folder)
+    record = run["notebooks"]["nb"]["computations"]
+    masked = record.pop("necessity arms=matched+mismatched keys=image masking=hide rows=all")
+    assert masked["computed"] == masked["read_back"] == 3 * 2 * 3  # items x arms x sets
+    assert masked["calls"] == 6 and masked["flops"] > 0 and masked["copy_seconds"] > 0
+    assert masked["seconds"] >= masked["copy_seconds"]
+    assert all(c["computed"] == 0 and c["seconds"] > 0 for c in record.values())  # the clean runs: no copies
+    assert run["duplicates"] == 0
+
+
+def test_a_copy_computed_again_elsewhere_is_a_duplicate(lm, sets, tmp_path, folder):
+    cache = ResultCache(tmp_path / "cache")
+    steering.steering_run(lm, "co", 2, SEED, sets, 10.0, "all", cache, chunk=2)
+    steering.steering_run(lm, "co", 2, SEED, sets[1:], 10.0, "all", cache, chunk=2)  # sets 1, 2 again
+    items = single_image_items(load_corpus("co"), 1, SEED, "matched")
+    batch = build_batch(lm.processor, items)
+    for _ in range(2):  # the same copies outside the cache, twice
+        run_head_sets(lm, batch.inputs, torch.as_tensor(sets[:1]), batch.image_mask, HIDE, "all", 1)
+    run = run_ledger.collect(folder)
+    assert run["computed"] == 2 * 2 * 3 + 2 * 2 * 2 + 2
+    assert run["duplicates"] == 2 * 2 * 2 + 1
+    where = {(d["first"], d["again"]): d["copies"] for d in run["duplicated"]}
+    uncached = "nb: uncached test_ledger.test_a_copy_computed_again_elsewhere_is_a_duplicate"
+    steered = "nb: steering beta=10.0 rows=all"
+    assert where == {(steered, steered): 8, (uncached, uncached): 1}
+
+
+def test_the_floor_is_the_ledgers_flops_at_the_peak_over_the_cores():
+    from bench.bench_floor import floor
+
+    notebooks = {
+        "03_cers": {"computed": 1000, "read_back": 10, "flops": 4e12, "copy_seconds": 30.0},
+        "04_ncs": {"computed": 0, "read_back": 5, "flops": 0.0, "copy_seconds": 0.0},
+    }
+    run = {"ledger": {"notebooks": notebooks, "duplicates": 0}, "seconds_per_notebook": {"03_cers": 26.0}}
+    result = floor({**run, "wall_seconds": 26.0}, peak=1e11, cores=2)
+    assert result["floor_seconds"] == 20.0 and result["wall_over_floor"] == 1.3  # 4e12 / 1e11 / 2
+    assert (result["computed"], result["read_back"], result["flops"]) == (1000, 15, 4e12)
+    cers = result["notebooks"]["03_cers"]
+    assert cers["floor_seconds_per_copy"] == 0.04 and cers["seconds_per_copy"] == 0.03  # 4e9 FLOP at 1e11 on a core
+    assert cers["per_copy_over_floor"] == 0.75 and cers["wall_seconds"] == 26.0
+    assert result["notebooks"]["04_ncs"]["per_copy_over_floor"] is None
+
+
+def test_the_wait_counts_the_copies_done_and_the_time_left(tmp_path, monkeypatch):
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path))
+    monkeypatch.setenv(ledger.NOTEBOOK_ENV, "04_ncs")
+    done = progress.CopiesDone(tmp_path, "04_ncs")
+    assert done.count() == 0
+    ledger.chunk_read("necessity", tmp_path / "a.npz", np.arange(30, dtype=np.uint64))
+    with ledger.computing("necessity") as tally:
+        ledger.record_copies(np.arange(12, dtype=np.uint64), 1e9, 0.5)
+    ledger.chunk_computed(tally, tmp_path / "b.npz")
+    assert done.count() == 42
+    (tmp_path / "04_ncs.1.jsonl").write_text('{"digests": "')  # a line still being written: not counted yet
+    assert done.count() == 42
+    # 58 copies left at 6 s each over 2 workers: 2.9 min; without a bench, at 21 s x 2 workers / 42 copies = 1 s each
+    shown = progress.line("04_ncs", 42, 100, 30.0, 6.0, 2)
+    assert shown == "      04_ncs: 42 of about 100 copies (42%), about 3 min left (at 6000.0 ms a copy in make bench)"
+    assert progress.line("04_ncs", 42, 100, 21.0, None, 2).endswith("about 0 min left (at 1000.0 ms a copy so far)")
