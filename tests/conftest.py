@@ -41,3 +41,25 @@ def no_probe_left_open():
     leaked = list(attention._ACTIVE)
     attention._ACTIVE.clear()
     assert not leaked, f"{len(leaked)} probe(s) left open"
+
+
+@pytest.fixture(scope="module")
+def two_threads():
+    """torch computes on 2 threads for the module's tests, and on as many as before once they are done."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def threads_restored():
+    """Every test leaves torch's thread count as it found it (a process-wide setting the later tests run under)."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    if before is not None:
+        left = torch.get_num_threads()
+        assert left == before, f"the test left torch on {left} threads, not the {before} it found"

@@ -16,8 +16,7 @@ SEED = 5
 
 
 @pytest.fixture(scope="module")
-def lm():
-    torch.set_num_threads(2)
+def lm(two_threads):
     return load_model("toy")
 
 

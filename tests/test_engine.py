@@ -20,7 +20,7 @@ from helpers.engine import (
 )
 from helpers.engine.head_sets import _from_prefix
 from helpers.engine.kept_rows import _kept_rows
-from tests.oracle import ORACLE, oracle_bias
+from tests.oracle import ORACLE, biased
 from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
 
 FAMILIES = sorted(CONFIGS)
@@ -124,13 +124,12 @@ def _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias):
     """The oracle's logits [B, T, V] with the intervention written into its eager attention by hand."""
     width = inputs["input_ids"].shape[1]
     rows, keys = [torch.nn.functional.pad(m, (0, width - m.shape[1])) for m in (rows, keys)]  # [B, width]
-    oracle_bias.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):  # oracle: decoder-layer index
-        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias] * heads.shape[0]))
-    try:
+    by_layer = {  # the oracle's layers: decoder-layer indices
+        layer: (heads[:, candidate], rows, keys, torch.tensor([bias] * heads.shape[0]))
+        for candidate, layer in enumerate(lm.adapter.candidate_layers)
+    }
+    with biased(by_layer):
         return oracle(**inputs).logits
-    finally:
-        oracle_bias.clear()
 
 
 def _cast(inputs, dtype):
@@ -709,17 +708,16 @@ def test_intervention_under_generate_matches_eager_reference(family, bias):
     keys = torch.nn.functional.pad(_groups(lm, inputs)["image"], (0, new))  # [B, T + new]
     rows = torch.zeros(2, T + new, dtype=torch.bool)
     rows[:, T - 2 :] = True  # the prompt's last two rows and every generated one
-    oracle_bias.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):
-        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+    by_layer = {
+        layer: (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+        for candidate, layer in enumerate(lm.adapter.candidate_layers)
+    }
     input_ids, expected = inputs["input_ids"], []
-    try:
+    with biased(by_layer):
         for _ in range(new):
             logits = oracle(**_extended(inputs, input_ids)).logits[:, -1]  # [B, V]
             expected.append(logits)
             input_ids = torch.cat([input_ids, logits.argmax(-1, keepdim=True)], 1)
-    finally:
-        oracle_bias.clear()
     settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
     clean = lm.model.generate(**inputs, **settings)
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from helpers.engine import build_batch, load_model
 from helpers.measures import head_mass, necessity
@@ -11,8 +10,7 @@ from helpers.storage.cache import ResultCache
 
 
 @pytest.fixture(scope="module")
-def lm():
-    torch.set_num_threads(2)
+def lm(two_threads):
     return load_model("toy")
 
 

@@ -25,7 +25,7 @@ from helpers.engine.interventions import letter_probs_under
 from helpers.engine.masking import KEYED
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
 from helpers.stimuli.corpora import grid_items, load_corpus
-from tests.oracle import MASKING_ORACLE, oracle_masking
+from tests.oracle import MASKING_ORACLE, masked
 from tests.tiny_models import tiny_inputs, tiny_model
 
 FAMILIES = ["qwen3_vl", "gemma3", "llava", "qwen3_5"]
@@ -70,13 +70,12 @@ def _oracle_logits(lm, oracle, inputs, heads, rows, keys, masking, factor):
     rows = torch.ones(batch, width, dtype=torch.bool) if isinstance(rows, str) else rows.expand(batch, -1)
     keys = keys.expand(batch, -1)
     factor = torch.as_tensor(factor, dtype=torch.float32).expand(batch)
-    oracle_masking.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):
-        oracle_masking[layer] = (masking, heads[:, candidate], rows, keys, factor)
-    try:
+    by_layer = {
+        layer: (masking, heads[:, candidate], rows, keys, factor)
+        for candidate, layer in enumerate(lm.adapter.candidate_layers)
+    }
+    with masked(by_layer):
         return oracle(**inputs).logits
-    finally:
-        oracle_masking.clear()
 
 
 def _image(lm, inputs) -> torch.Tensor:

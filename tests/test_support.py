@@ -5,7 +5,7 @@ import torch
 
 from helpers.engine import ATTENTION, HIDE, Intervention, Read, probe, wrap_model
 from helpers.engine.support import MATRIX_COLUMNS, FamilySupport, region_support, support_matrix
-from tests.oracle import ORACLE, oracle_bias
+from tests.oracle import ORACLE, biased
 from tests.test_engine import _eager_mass, _groups, _head_set, _oracle_logits
 from tests.tiny_models import CONFIGS, tiny_inputs, tiny_model
 
@@ -23,8 +23,8 @@ def family_support(family: str) -> FamilySupport:
     rows[:, T - 3 :] = True
     with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
         lm.model(**inputs)
-    oracle_bias.clear()  # the oracle as plain eager attention
-    eager = _eager_mass(oracle(**inputs, output_attentions=True).attentions, groups, rows)  # [B, L, H, G]
+    with biased({}):  # the oracle as plain eager attention
+        eager = _eager_mass(oracle(**inputs, output_attentions=True).attentions, groups, rows)  # [B, L, H, G]
     read_error = float((rec.mass - eager).abs().max())
     heads, keys = _head_set(lm, 2), groups["first_half"]  # [B, L, H], [B, T]
     errors = {}

@@ -20,8 +20,7 @@ def processor():
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.set_num_threads(2)
+def model(two_threads):
     return AutoModelForImageTextToText.from_pretrained(TOY_MODEL).eval()
 
 

@@ -15,7 +15,7 @@ from helpers.storage import paths
 from helpers.toy.build import build_processor
 from helpers.toy.evaluate import THRESHOLDS
 from helpers.toy.tasks import build_task_items
-from tests.oracle import ORACLE, oracle_bias
+from tests.oracle import ORACLE, biased
 
 TOYS = {  # name -> family
     "toy-qwen2vl": "qwen2_vl",
@@ -94,13 +94,12 @@ def test_engine_matches_the_eager_oracle_on_real_items(toy, bias):
     heads = stack_head_sets(lm.adapter, [[(1, 0), (2, 3)], [(0, 1), (len(lm.adapter.candidate_layers) - 1, 2)]])
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 4 :] = True
-    oracle_bias.clear()
-    for candidate, layer in enumerate(lm.adapter.candidate_layers):
-        oracle_bias[layer] = (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
-    try:
+    by_layer = {
+        layer: (heads[:, candidate], rows, keys, torch.tensor([bias, bias]))
+        for candidate, layer in enumerate(lm.adapter.candidate_layers)
+    }
+    with biased(by_layer):
         expected = oracle(**inputs).logits
-    finally:
-        oracle_bias.clear()
     with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
         steered = lm.model(**inputs).logits
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
