@@ -113,9 +113,14 @@ class _KeyRecorder:
     get_or_compute = cached_chunks
 
 
-def _fake_lm(name="fake/model-a", dtype=torch.float32, device="cpu"):
-    """What a run reads of a model before it computes anything (a name not on this machine is its fingerprint)."""
-    return SimpleNamespace(name=name, model=SimpleNamespace(dtype=dtype, device=torch.device(device)))
+def _fake_lm(name="fake/model-a", dtype=torch.float32, device="cpu", processor='{"size": 224}'):
+    """What a run reads of a model before it computes anything (a name not on this machine is its fingerprint; the
+    processor's configuration, its to_json_string)."""
+    return SimpleNamespace(
+        name=name,
+        model=SimpleNamespace(dtype=dtype, device=torch.device(device)),
+        processor=SimpleNamespace(to_json_string=lambda: processor),
+    )
 
 
 def _asked(name: str, lm) -> _Asked:
@@ -125,14 +130,33 @@ def _asked(name: str, lm) -> _Asked:
 
 
 @pytest.mark.parametrize("name", sorted(CACHED_COMPUTATIONS))
-def test_every_cached_computation_keys_model_dtype_device_and_code(name, monkeypatch):
+def test_every_cached_computation_keys_model_processor_dtype_device_code_and_runtime(name, monkeypatch):
     asked = _asked(name, _fake_lm())
     assert asked.name == name
     assert _asked(name, _fake_lm(name="fake/model-b")).key != asked.key
+    assert _asked(name, _fake_lm(processor='{"size": 448}')).key != asked.key
     assert _asked(name, _fake_lm(dtype=torch.bfloat16)).key != asked.key
     assert _asked(name, _fake_lm(device="cuda")).key != asked.key
+    assert asked.key["runtime"] == cache_module.runtime_versions() and set(asked.key["runtime"]) == {
+        "torch",
+        "transformers",
+    }
+    monkeypatch.setattr(cache_module, "runtime_versions", lambda: {"torch": "9.9", "transformers": "9.9"})
+    assert _asked(name, _fake_lm()).key != asked.key
     monkeypatch.setattr(cache_module, "code_version", lambda module, root=None: "edited")
     assert _asked(name, _fake_lm()).key != asked.key
+
+
+def test_code_version_refuses_a_module_that_does_not_exist():
+    with pytest.raises(ValueError, match="'helpers.measures.no_such' is not a module of the project"):
+        code_version("helpers.measures.no_such")
+
+
+def test_methods_key_holds_the_code_that_builds_the_items():
+    """The methods' key follows cached.py (which builds the strips) and every method's module, not a description."""
+    used = _project_imports(methods.__name__)
+    assert {methods.__name__, "helpers.measures.methods.gaze", "helpers.stimuli.corpora"} <= used
+    assert "items" not in _asked("methods", _fake_lm()).key["params"]
 
 
 def test_every_cached_computation_is_listed():
@@ -234,3 +258,27 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
         "helpers.storage.paths",
         "helpers.storage.workers",
     }
+
+
+@torch.no_grad()
+def test_results_do_not_depend_on_sets_per_forward():
+    """sets_per_forward (copies per forward) is in no key: a run at any value reads another's results. So the
+    letter probabilities it gives must agree at every value, for masking and steering at each row group, to far
+    below the tables' resolution (the copies of one forward differ only in the order of floating-point sums)."""
+    from helpers.engine import HIDE, build_batch, load_model
+    from helpers.engine.interventions import letter_probs_under
+    from helpers.measures.controls import layer_matched_sets, with_controls
+    from helpers.stimuli.corpora import build_items, load_corpus
+
+    lm = load_model("toy")
+    batch = build_batch(lm.processor, build_items("single_matched", load_corpus("cm"), n=1, seed=0))
+    head_set = np.zeros((8, 16), dtype=bool)
+    head_set[[2, 4, 5, 6], [1, 3, 5, 7]] = True
+    heads = torch.as_tensor(with_controls(head_set, layer_matched_sets(head_set, n=12, seed=0)))  # [13, 8, 16]
+    for bias, rows in ((HIDE, "all"), (HIDE, "last"), (4.0, "prompt")):
+        probs = {
+            n: letter_probs_under(lm, batch, heads, batch.image_mask, bias, rows, sets_per_forward=n)
+            for n in (64, 5, 1)
+        }
+        for n in (5, 1):
+            torch.testing.assert_close(probs[n], probs[64], atol=1e-8, rtol=0, msg=f"{bias}, {rows}, {n} per forward")

@@ -104,6 +104,14 @@ def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") 
     )
 
 
+def processor_fingerprint(lm) -> str:
+    """Identity of the processor for cache keys: the sha256 of its configuration (image processor, chat template;
+    transformers' to_json_string), which the model's files need not hold (a model built in memory) and which a
+    transformers release may change; "" for a model loaded without a processor."""
+    processor = getattr(lm, "processor", None)
+    return "" if processor is None else hashlib.sha256(processor.to_json_string().encode()).hexdigest()[:16]
+
+
 def model_fingerprint(lm) -> str:
     """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
     the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,

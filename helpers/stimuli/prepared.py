@@ -14,7 +14,7 @@ import torch
 
 from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.loading import model_fingerprint
+from helpers.engine.loading import model_fingerprint, processor_fingerprint
 from helpers.engine.mcq import letter_probs
 from helpers.stimuli.corpora import Item, build_items, corpus_identity, load_corpus
 from helpers.storage.cache import ResultCache, computation_key
@@ -36,9 +36,11 @@ def corpus_key(corpus: str) -> str:
 
 
 def model_identity(lm) -> dict[str, str]:
-    """What a cache key records of the model `lm` runs: computation_key's model_fingerprint, dtype and device_kind."""
+    """What a cache key records of the model `lm` runs: computation_key's model_fingerprint, processor_fingerprint,
+    dtype and device_kind."""
     return {
         "model_fingerprint": model_fingerprint(lm),
+        "processor_fingerprint": processor_fingerprint(lm),
         "dtype": str(lm.model.dtype),
         "device_kind": lm.model.device.type,
     }

@@ -10,7 +10,9 @@ recomputes only the missing ones; a progress bar counts the chunks already on di
 computed by several processes at once (helpers/storage/workers.py: forked workers, shards).
 """
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -32,21 +34,40 @@ _COPIES = "__copies__"  # an entry's copy digests (helpers.storage.ledger), not 
 
 
 def computation_key(
-    *, model_fingerprint: str, dtype: str, device_kind: str, corpus, params: dict, code_module: str
+    *,
+    model_fingerprint: str,
+    processor_fingerprint: str,
+    dtype: str,
+    device_kind: str,
+    corpus,
+    params: dict,
+    code_module: str,
 ) -> dict:
     """The cache key (ResultCache's `params`) of a computation's results, made of everything that decides them:
-    the model (`model_fingerprint`: its files), the dtype it runs in, the kind of device it runs on ("cpu",
-    "cuda": their kernels round differently), the data (`corpus`: a corpus or task identity), the
-    computation's own `params`, and the code of module `code_module` and of what it imports (code_version).
+    the model (`model_fingerprint`: its files) and its processor (`processor_fingerprint`: its configuration), the
+    dtype it runs in, the kind of device it runs on ("cpu", "cuda": their kernels round differently), the data
+    (`corpus`: a corpus or task identity), the computation's own `params`, the code of module `code_module` and of
+    what it imports (code_version), and the runtime that runs that code (runtime_versions: torch, transformers).
     Leave the item count out of `params` for cached_chunks: a larger run then reuses a smaller one's chunks."""
     return {
         "model": model_fingerprint,
+        "processor": processor_fingerprint,
         "dtype": dtype,
         "device": device_kind,
         "corpus": corpus,
         "params": params,
         "code": code_version(code_module),
+        "runtime": runtime_versions(),
     }
+
+
+RUNTIME = ("torch", "transformers")  # the installed packages whose kernels and model code decide every result
+
+
+@functools.cache
+def runtime_versions() -> dict[str, str]:
+    """The installed versions of RUNTIME (read from the packages' metadata: nothing is imported)."""
+    return {name: importlib.metadata.version(name) for name in RUNTIME}
 
 
 def _canonical(value):

@@ -35,8 +35,11 @@ def _this_project() -> Path:
 def code_version(module_name: str, root: Path | None = None) -> str:
     """Short hash of the code (_module_hash) of project module `module_name` and of every project module it
     imports, transitively, except those that set DECIDES_RESULTS = False; the hashes are sorted, so no name
-    or order counts. `root`: the project's root folder (default: this project's)."""
+    or order counts. `root`: the project's root folder (default: this project's). A name that is no project
+    module raises (its version would be the hash of nothing, the same whatever the code)."""
     root = root or _this_project()
+    if _module_path(module_name, root) is None:
+        raise ValueError(f"code_version: {module_name!r} is not a module of the project in {root}")
     known = _VERSIONS.get((module_name, root))
     if known is not None and _file_states(known[1]) == known[1]:  # no file it was made from changed
         return known[0]

@@ -6,8 +6,9 @@
 
 The items interleave the four corpus x query strip kinds (item i is kind i mod 4, the (i // 4)-th strip of it), so
 the first n items of a larger run are the n items of a smaller one and a larger run reuses a smaller one's full
-chunks. The key holds the method's name and parameters, the items' description and corpora, the model, dtype,
-device kind and the code of the method's module (computation_key); a rerun of notebook 08 reads the scores back.
+chunks. The key holds the method's name and parameters, the corpora, the model, dtype, device kind and the code of
+this module, which builds the items (method_items) and imports every method's module (computation_key); a rerun of
+notebook 08 reads the scores back.
 """
 
 import math
@@ -20,6 +21,7 @@ from helpers.stimuli.design import CORPORA, QUERIES
 from helpers.stimuli.prepared import corpus_key, items_of, model_identity
 from helpers.storage.cache import ResultCache, computation_key
 
+# the items in words, for a saved head-set's provenance (the key holds the code that builds them instead)
 ITEMS = "strip_<query> of each corpus x query, interleaved (item i: kind i mod 4, its (i // 4)-th strip)"
 STRIP_KINDS = tuple((corpus, f"strip_{query}") for corpus in CORPORA for query in QUERIES)
 
@@ -40,8 +42,8 @@ def method_run(lm, name: str, n_items: int, seed: int, cache: ResultCache, chunk
     key = computation_key(
         **model_identity(lm),
         corpus=[corpus_key(c) for c in CORPORA],
-        params={"method": name, "params": params, "seed": seed, "items": ITEMS},
-        code_module=per_item.__module__,
+        params={"method": name, "params": params, "seed": seed},
+        code_module=__name__,
     )
 
     def compute(start: int, stop: int) -> dict:
