@@ -226,17 +226,19 @@ class Protocol(Evaluation):
             )
         return pd.DataFrame(rows)
 
-    def against(self, values: np.ndarray) -> dict:
-        """S against its random sets from per-item values [N, 1 + R]: against_random plus the effect
-        (per-item excess over the random sets' mean, with its t-interval) and the rank p's floor."""
-        row = against_random(values[:, 0], values[:, 1:])
-        effect, effect_low, effect_high = t_interval(values[:, 0] - values[:, 1:].mean(1))
+    def against(self, values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
+        """S against its random sets from per-item values [N, 1 + R]: against_random (over the `distinct` random
+        columns where the draw repeats sets) plus the effect (per-item excess over the random sets' mean, with its
+        t-interval) and the rank p's floor."""
+        row = against_random(values[:, 0], values[:, 1:], distinct)
+        random = values[:, 1:] if distinct is None else values[:, 1:][:, distinct]
+        effect, effect_low, effect_high = t_interval(values[:, 0] - random.mean(1))
         return {
             **row,
             "effect": effect,
             "effect low": effect_low,
             "effect high": effect_high,
-            "p floor": 1 / values.shape[1],
+            "p floor": 1 / (random.shape[1] + 1),
         }
 
     def necessity(self, head_set: HeadSet) -> tuple[list[dict], dict]:
@@ -332,12 +334,15 @@ class Protocol(Evaluation):
             "measure": "NCS",
             "control": scheme,
             "heads": float(sets.sum((1, 2)).mean()),
-            **self.against(values),
+            **self.against(values, control_schemes.distinct_columns(sets)),
         }
-        if scheme == "unseeded":
-            means = values.mean(0)
-            row["seeds"] = len(sets)
-            row["seeds S beats"] = int(sum(verdicts.exceeds(means[0] - m) for m in means[1:]))
+        if scheme == "unseeded":  # each seed's one set alone, judged by the one rule
+            calls = [
+                verdicts.judge(against_random(values[:, 0], values[:, [j]])).outcome for j in range(1, len(sets) + 1)
+            ]
+            row["seeds"], row["R per seed"] = len(sets), 1
+            row["seeds beating"] = calls.count(verdicts.BEATS)
+            row["seeds not interpretable"] = calls.count(verdicts.NOT_INTERPRETABLE)
         return row
 
     def row_groups(self, head_set: HeadSet) -> list[dict]:
@@ -486,9 +491,11 @@ def scheme_verdict(name: str, scheme: str, schemes: pd.DataFrame | None, n_sets:
         return verdicts.Verdict(name, check, verdicts.NOT_RUN, "--", reason)
     row = schemes.loc[name].to_dict()
     verdict = verdicts.against_random_verdict(name, check, row, int(row["R"]), n_sets, audits)
-    if scheme == "unseeded":  # one set per seed: the spread of the single-draw call over the seeds
-        beats, seeds = int(row["seeds S beats"]), int(row["seeds"])
-        spread = f"; S beats the one set of {beats} of {seeds} seeds by >= {verdicts.MIN_EFFECT:g}"
+    if scheme == "unseeded":  # one set per seed: the single-draw call of each seed, by the same rule
+        seeds, beats, unread = int(row["seeds"]), int(row["seeds beating"]), int(row["seeds not interpretable"])
+        spread = (
+            f"; each seed's one set alone: beats random at {beats} of {seeds} seeds, not interpretable at {unread}"
+        )
         return replace(verdict, number=verdict.number + spread)
     return verdict
 

@@ -103,7 +103,7 @@ shown = report.table(
     columns=["paper_S", "paper_random_mean", "paper_p", "paper_any_layer_mean"],
 )
 print(findings.versus_random_sentence(table3, "CERS"))
-print(claims.sentences(P.out_dir, ("no steering advantage", "any-layer sets span S")))
+print(claims.sentences(P.out_dir, ("no steering advantage", "random sets span S")))
 
 # %% [markdown]
 # ## Figure 3 (CERS panel): discovered sets against their random bands

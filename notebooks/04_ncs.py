@@ -53,7 +53,7 @@ from helpers.measures.necessity import drop, ncs
 from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
 from helpers.measures.steering import cers
 from helpers.runner import params, report, sizes
-from helpers.stimuli.design import SETTINGS, parse_setting
+from helpers.stimuli.design import QUERIES, SETTINGS, parse_setting
 from helpers.studies import claims, findings
 from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
@@ -123,27 +123,33 @@ table11 = report.table(pd.DataFrame(arms), "table11_ncs_arms", P.out_dir, "table
 # ## Figure 3 (NCS panel): discovered sets against their random bands
 
 # %%
-fig = plot_against_random(table3, "NCS", p_column="p Holm")
+fig = plot_against_random(table3, "NCS")
 report.figure(fig, "fig03_ncs", P.out_dir)
 
 # %% [markdown]
 # ## Necessity follows the attention source: query-span vs. last-token sets
 # Per item pair, the mean NCS of the four query-span sets against the mean of the four last-token sets
-# (paired t-test over items; the paper: difference 0.083, p = 6e-10). Output-token sets beside them.
+# (paired t-test over items; the paper: difference 0.083, p = 6e-10), then the same within each query type
+# (ordinal, referring: two query-span and two last-token sets each). Output-token sets beside them.
 
 # %%
 by_source = {
     src: np.mean([ncs(runs[s])[:, 0] for s in SETTINGS if parse_setting(s).source == src], axis=0)
     for src in ("qsp", "out", "last")
 }  # source -> [N]
+by_query = {
+    (src, q): np.mean(
+        [ncs(runs[s])[:, 0] for s in SETTINGS if (parse_setting(s).query, parse_setting(s).source) == (q, src)], axis=0
+    )
+    for src in ("qsp", "last")
+    for q in QUERIES
+}  # (source, query type) -> [N]: the pooled difference must not rest on one query type
+pairs = {f"{a} - {b}": (by_source[a], by_source[b]) for a, b in (("qsp", "last"), ("out", "last"), ("qsp", "out"))}
+pairs |= {f"qsp - last ({q})": (by_query["qsp", q], by_query["last", q]) for q in QUERIES}
 contrast = pd.DataFrame(
     [
-        {
-            "comparison": f"{a} - {b}",
-            "mean difference": paired_t(by_source[a], by_source[b])[0],
-            "p (paired t)": paired_t(by_source[a], by_source[b])[1],
-        }
-        for a, b in (("qsp", "last"), ("out", "last"), ("qsp", "out"))
+        {"comparison": name, "mean difference": paired_t(a, b)[0], "p (paired t)": paired_t(a, b)[1]}
+        for name, (a, b) in pairs.items()
     ]
 )
 contrast = report.table(contrast, "ncs_source_contrast", P.out_dir, float_format="%.3g")

@@ -70,7 +70,7 @@ from helpers.measures.controls import (
 from helpers.measures.head_mass import mass_run, set_mass_statistics
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import top_k
-from helpers.measures.stats import against_random, excess_over_random, holm, rank_p, spearman
+from helpers.measures.stats import against_random, holm, rank_p, spearman
 from helpers.measures.steering import cers
 from helpers.runner import params, report, sizes
 from helpers.runner.steps import MASKED_SETTINGS
@@ -92,9 +92,10 @@ def stream(template: str, **fields):
     return sizes.stream(P.seed, template, **fields)
 
 
-def against_controls(values: np.ndarray) -> dict:
-    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R]."""
-    return against_random(values[:, 0], values[:, 1:])
+def against_controls(values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
+    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R];
+    `distinct`: the random columns that are distinct sets, where the draw repeats sets."""
+    return against_random(values[:, 0], values[:, 1:], distinct)
 
 
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
@@ -269,8 +270,8 @@ print(findings.ncs_vs_k_sentence(table14))
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
 # For two settings that differ in one factor, the heads both sets hold and the heads only one holds,
-# each against R layer-matched random sets of its own size: the mean per-item excess of NCS over
-# the random sets' mean, with a paired one-sided p. Empty parts are left blank. Every part's controls
+# each against R layer-matched random sets of its own size: the excess of its NCS over the random sets'
+# mean and its rank p among them (the rank p of every other table). Empty parts are left blank. Every part's controls
 # are drawn from heads in neither A nor B: a control for "a only" that held heads of B (or of the
 # shared part) would carry the other part's effect and hide a difference between the parts; with
 # A ∪ B excluded, all three parts are compared with the same background of heads (`controls spill`: the
@@ -301,8 +302,8 @@ for a, b, factor in pairs:
         note = spill_note(head_set, A | B)
         if note:
             spills.append(f"{part}: {note}")
-        values = ncs(mask(with_controls(head_set, controls)))
-        row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
+        part_row = against_controls(ncs(mask(with_controls(head_set, controls))))
+        row[f"{part} excess"], row[f"{part} p"] = part_row["S"] - part_row["random mean"], part_row["p"]
     table15.append(row | {"controls spill": "; ".join(spills)})
 table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
 print(findings.shared_heads_sentence(table15))
@@ -363,9 +364,10 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # named stream (its column; the unseeded row pools its seeds' sets); the layer-matched row is Table 3's
 # run, read back. NCS only: CERS would need every scheme's steering runs (as many forwards again).
 # Verdict: Holm across the 12 settings of a scheme (helpers/studies/verdicts.py); `significant` is
-# the unadjusted call (rank p <= .05, S above the random mean by >= 0.01); `seeds S beats` counts the
-# unseeded seeds whose sets S exceeds by >= 0.01. A bottom5 pool smaller than k gives every draw the
-# whole pool (`heads` < k), as gaze-heads does.
+# the unadjusted call (verdicts.judge on the rank p alone); `seeds beating` and `seeds not interpretable` count
+# the unseeded seeds by the same rule on each seed's own set(s) (`R per seed`). Rank p's are over the DISTINCT
+# random sets (`distinct`): a bottom5 pool smaller than k gives every draw the whole pool (`heads` < k), as
+# gaze-heads does, so its R draws are one set and its rank p cannot go below 1 / 2.
 
 # %%
 R_schemes = sizes.n_random(P, "control_schemes")
@@ -379,37 +381,44 @@ def scheme_ncs(S: np.ndarray, sets: np.ndarray) -> np.ndarray:
     return ncs(mask(unique))[:, inverse]
 
 
+def seed_calls(values: np.ndarray, n_per_seed: int) -> list[str]:
+    """The outcome of verdicts.judge for S (column 0) against each seed's own `n_per_seed` sets."""
+    rows = [against_controls(values[:, [0, *range(1 + j * n_per_seed, 1 + (j + 1) * n_per_seed)]])
+            for j in range((values.shape[1] - 1) // n_per_seed)]  # fmt: skip
+    return [verdicts.judge(row).outcome for row in rows]
+
+
+SCHEME_COLUMNS = ("R", "distinct", "S", "random mean", "random sd", "random min", "random max", "p", "z", "z capped")
 scheme_rows, scheme_points = [], []
 for scheme in control_schemes.SCHEMES:
     for s, S in discovered.items():
-        extra = {}
+        extra, distinct = {}, None
         if scheme == "layer-matched":
             values, heads = ncs(exp.mask_controls(s, R_schemes)), float(S.sum())
+            distinct = control_schemes.distinct_columns(exp.controls(s, R_schemes))
         elif scheme == "unseeded":
             per_seed = control_schemes.unseeded_sets(S, s, R_seed, P.seed)  # [seeds, R_seed, L, H]
-            values = scheme_ncs(S, per_seed.reshape(-1, n_layers, n_heads))
-            heads = float(per_seed.sum((2, 3)).mean())
-            seed_rows = [
-                against_random(values[:, 0], values[:, 1 + j * R_seed : 1 + (j + 1) * R_seed])
-                for j in range(len(per_seed))
-            ]
-            seed_p = [r["p"] for r in seed_rows]
+            sets = per_seed.reshape(-1, n_layers, n_heads)
+            values, heads = scheme_ncs(S, sets), float(per_seed.sum((2, 3)).mean())
+            distinct = control_schemes.distinct_columns(sets)
+            calls = seed_calls(values, R_seed)
             extra = {
                 "seeds": len(per_seed),
-                "p min over seeds": min(seed_p),
-                "p max over seeds": max(seed_p),
-                "seeds S beats": sum(verdicts.exceeds(r["S"] - r["random mean"]) for r in seed_rows),
+                "R per seed": R_seed,
+                "seeds beating": calls.count(verdicts.BEATS),
+                "seeds not interpretable": calls.count(verdicts.NOT_INTERPRETABLE),
             }
         else:
             sets = control_schemes.scheme_sets(scheme, S, s, R_schemes, P.seed, all_scores[s])
             values, heads = scheme_ncs(S, sets), float(sets.sum((1, 2)).mean())
-        row = against_controls(values)
+            distinct = control_schemes.distinct_columns(sets)
+        row = against_controls(values, distinct)
         scheme_rows.append(
             {
                 "scheme": scheme,
                 "setting": s,
                 "heads": heads,
-                **{k: row[k] for k in ("R", "S", "random mean", "random sd", "p", "z", "z capped")},
+                **{k: row[k] for k in SCHEME_COLUMNS},
                 **extra,
             }
         )

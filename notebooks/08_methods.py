@@ -75,7 +75,7 @@ from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import damage_verdict, holm_random_sets, versus_random
+from helpers.studies.verdicts import damage_verdict, holm_random_sets, judge
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
@@ -234,7 +234,8 @@ spill = spill_notes(sets)
 if spill:
     print(f"layer-matched sets borrow from the nearest layers (a layer holds more of S than of the rest): {spill}")
 stats["p Holm"] = stats.groupby(["measure", "control"])["p"].transform(lambda p: holm(p.to_numpy()))
-stats["verdict"] = [versus_random(p, s - r) for p, s, r in zip(stats["p Holm"], stats["S"], stats["random mean"])]
+n_tests = stats.groupby(["measure", "control"])["p"].transform("size")
+stats["verdict"] = [judge(row, "p Holm", int(n)).outcome for row, n in zip(stats.to_dict("records"), n_tests)]
 stats = report.table(stats, "methods_validation_stats", P.out_dir, on=["method", "measure", "control"])
 print(findings.holm_reach_sentence(stats, {"layer-matched": R, "any-layer": R_any}, holm_random_sets(len(sets))))
 

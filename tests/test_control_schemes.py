@@ -152,6 +152,17 @@ def _scheme_table():
     return table
 
 
+def test_a_pool_smaller_than_k_is_one_distinct_set_and_never_beats_random():
+    sets = cs.bottom_q_sets(np.eye(4, dtype=bool), np.arange(16.0).reshape(4, 4), 20, 0, q=20.0)
+    np.testing.assert_array_equal(cs.distinct_columns(sets), [0])  # the pool, 20 times
+    table = _scheme_table().assign(distinct=20)
+    table.loc[table.scheme == "bottom5", "distinct"] = 1
+    judged = verdicts.scheme_verdicts(table)
+    bottom5 = judged[judged.scheme == "bottom5"]
+    assert not bottom5["significant"].any() and set(bottom5["verdict"]) == {verdicts.NOT_INTERPRETABLE}
+    assert "as few as 1 distinct set(s) of R drawn: rank p no lower than 0.500" in findings.scheme_changes(judged)
+
+
 def test_scheme_verdicts_adjust_within_a_scheme_and_call_unadjusted():
     table = verdicts.scheme_verdicts(_scheme_table())
     lm = table[table.scheme == "layer-matched"]
@@ -169,10 +180,15 @@ def test_the_sentence_names_the_settings_a_scheme_changes():
     assert "2 of 3 reach rank p <= 0.05" in sentence
     assert "bottom5 changes the unadjusted call of 1 setting(s): b (yes)" in sentence
     assert "same-band changes the unadjusted call of 1 setting(s): c (no)" in sentence
-    unseeded = table[table.scheme == "layer-matched"].assign(scheme="unseeded", seeds=20)
-    unseeded["seeds S beats"] = [20, 0, 7]
+    unseeded = table[table.scheme == "layer-matched"].assign(scheme="unseeded", seeds=20, **{"R per seed": 20})
+    unseeded["seeds beating"], unseeded["seeds not interpretable"] = [20, 0, 7], 0
     sentence = findings.scheme_changes(pd.concat([table, unseeded], ignore_index=True))
-    assert "at every seed in 1 settings, at none in 1, and the call depends on the seed in 1 (c)." in sentence
+    assert "S beats random at every seed in 1 settings, at none in 1, and the call depends on the seed in 1 (c)." in (
+        sentence
+    )
+    one_set = unseeded.assign(**{"R per seed": 1, "seeds beating": 0, "seeds not interpretable": 20})
+    sentence = findings.scheme_changes(pd.concat([table, one_set], ignore_index=True))
+    assert "not interpretable at every seed in every setting, since 1 set(s) allow no rank p below 0.500" in sentence
     small = _scheme_table().assign(R=3)
     small.loc[small.scheme == "bottom5", "R"] = 20  # a scheme of more sets is named with its R
     sentence = findings.scheme_changes(verdicts.scheme_verdicts(small))
@@ -203,9 +219,10 @@ def test_the_card_line_and_its_forward_copies():
     missing = protocol.scheme_verdict("mine", "bottom5", None, 1, [])
     assert missing.verdict == verdicts.NOT_RUN and "discovery score" in missing.reason
     row = {"S": 0.4, "random mean": 0.1, "p": 1 / 101, "p Holm": 1 / 101, "z": 5.0, "R": 100}
-    schemes = pd.DataFrame([{"head-set": "mine", **row, "seeds": 20, "seeds S beats": 18}]).set_index("head-set")
+    seeds = {"seeds": 20, "seeds beating": 0, "seeds not interpretable": 20}
+    schemes = pd.DataFrame([{"head-set": "mine", **row, **seeds}]).set_index("head-set")
     line = protocol.scheme_verdict("mine", "unseeded", schemes, 1, [])
     assert line.check == "NCS vs unseeded" and line.verdict == verdicts.PASS
-    assert line.number.endswith("S beats the one set of 18 of 20 seeds by >= 0.01")
+    assert line.number.endswith("each seed's one set alone: beats random at 0 of 20 seeds, not interpretable at 20")
     blocked = protocol.scheme_verdict("mine", "bottom5", schemes, 1, verdicts.audit_verdicts({"matched": 0.5}))
     assert blocked.verdict == verdicts.NOT_INTERPRETABLE and "matched" in blocked.reason

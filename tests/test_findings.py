@@ -98,24 +98,25 @@ def test_table13_14_15_17_sentences_read_their_tables():
     assert "flat at all rows: co-ref-qsp (co-ref-qsp 0.120)" in text13
     assert "flat at last rows: none (co-ref-qsp 0.000)" in text13
     table14 = pd.DataFrame(
-        {"setting": "co-ref-qsp", "k": [2, 4, 6], "S": [0.005, 0.1, 0.2], "random mean": 0.0, "p": 1 / 21}
+        {"setting": "co-ref-qsp", "k": [2, 4, 6], "S": [0.005, 0.1, 0.2], "random mean": 0.0, "p": 1 / 21, "R": 20}
     )
     assert "co-ref-qsp at k = 4, 6 of 2, 4, 6 (largest NCS 0.200 at k = 6)" in findings.ncs_vs_k_sentence(table14)
     table15 = pd.DataFrame(
         {
             "a": ["cm-ord-qsp", "co-ord-last"],
             "b": ["co-ord-qsp", "co-ord-out"],
+            "R": 20,
             "shared excess": [0.03, np.nan],
-            "shared p": [0.01, np.nan],
-            "a-only excess": [0.005, 0.02],
-            "a-only p": [0.01, 0.2],
+            "shared p": [1 / 21, np.nan],
+            "a-only excess": [0.005, 0.02],  # at p's floor, an effect below 0.01; then p = .2
+            "a-only p": [1 / 21, 0.2],
             "b-only excess": [0.02, 0.03],
-            "b-only p": [0.04, 0.03],
+            "b-only p": [1 / 21, 2 / 21],
         }
     )
     text15 = findings.shared_heads_sentence(table15)
     assert "shared 1 of 1 (cm-ord-qsp / co-ord-qsp)" in text15 and "a-only 0 of 2 (none)" in text15
-    assert "b-only 2 of 2" in text15
+    assert "b-only 1 of 2 (cm-ord-qsp / co-ord-qsp)" in text15  # rank p 2/21 = .095 > .05
     table17 = pd.DataFrame(
         {
             "setting": ["a", "b"],

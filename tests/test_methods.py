@@ -265,12 +265,12 @@ def test_every_method_states_its_limits_and_an_unknown_one_is_refused():
 
 
 def test_methods_validation_sentence_applies_the_rule_after_holm():
-    row = {"kind": "method", "R": 20, "R any-layer": 20, "overlap with co-ref-qsp per 100": 50.0}
+    row = {"kind": "method", "R": 60, "R any-layer": 60, "overlap with co-ref-qsp per 100": 50.0}
     cells = {}
     for measure in ("NCS", "CERS"):
         cells[f"{measure} S"] = 0.2
         for prefix in (measure, f"{measure} any-layer"):
-            cells.update({f"{prefix} random": 0.0, f"{prefix} p": 1 / 21, f"{prefix} p Holm": 1 / 21})
+            cells.update({f"{prefix} random": 0.0, f"{prefix} p": 1 / 61, f"{prefix} p Holm": 2 / 61})
     table = pd.DataFrame(
         [
             {"method": "gaze", **row, **cells},
@@ -279,8 +279,10 @@ def test_methods_validation_sentence_applies_the_rule_after_holm():
         ]
     )
     text = findings.methods_validation_sentence(table)
-    assert "NCS vs layer-matched (floor 0.095): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
-    assert "CERS vs layer-matched (floor 0.095): gaze;" in text
+    assert "NCS vs layer-matched (floor 0.033): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
+    assert "CERS vs layer-matched (floor 0.033): gaze;" in text
+    at_r20 = findings.methods_validation_sentence(table.assign(R=20))  # Holm across 2 at R = 20: floor .095
+    assert "NCS vs layer-matched (floor 0.095): none" in at_r20
     assert "Refused on this model or these strips: ocr." in text
 
 

@@ -4,15 +4,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from helpers.measures.stats import holm
+from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, WITHIN, outcomes
 
-def plot_against_random(
-    table: pd.DataFrame, score: str, any_layer: pd.DataFrame | None = None, p_column: str = "p"
-) -> plt.Figure:
+# The colour of each outcome of verdicts.versus_random, in every figure that colours a verdict.
+VERDICT_COLOURS = {BEATS: "#d62728", WITHIN: "#1f77b4", NOT_INTERPRETABLE: "#9e9e9e"}
+
+
+def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame | None = None) -> plt.Figure:
     """Figure 3 (one panel): each setting's discovered set S (dot, with its 95% interval) against the
-    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. A red
-    dot marks `p_column` <= .05; the legend says whether that p is Holm-adjusted across the settings.
+    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. Each dot is
+    coloured by the outcome of verdicts.judge on the rank p Holm-adjusted across the panel's settings (the same
+    rule in every panel): beats random, within random, not interpretable (VERDICT_COLOURS).
 
-    table: one row per setting with columns setting, S, S low, S high, random mean, random sd, p_column."""
+    table: one row per setting with columns setting, S, S low, S high, random mean, random sd, random min,
+    random max, R, p."""
     fig, ax = plt.subplots(figsize=(8.5, 3.6))
     x = np.arange(len(table))
     ax.bar(
@@ -35,8 +41,7 @@ def plot_against_random(
             lw=1,
             label="any-layer random: mean ± SD",
         )
-    colours = ["#d62728" if p <= 0.05 else "#1f77b4" for p in table[p_column]]
-    adjusted = "Holm-adjusted rank p" if "holm" in p_column.lower() else "rank p, not adjusted across settings,"
+    calls = outcomes(table.assign(**{"p Holm": holm(table["p"].to_numpy())}), "p Holm", len(table))
     ax.errorbar(
         x,
         table["S"],
@@ -45,7 +50,11 @@ def plot_against_random(
         ecolor="#444444",
         lw=1,
     )
-    ax.scatter(x, table["S"], c=colours, zorder=3, s=28, label=f"discovered S (95% CI); red: {adjusted} ≤ .05")
+    for outcome, colour in VERDICT_COLOURS.items():
+        shown = np.array([c == outcome for c in calls])
+        if shown.any():
+            label = f"discovered S (95% CI): {outcome}, Holm across the {len(table)} settings"
+            ax.scatter(x[shown], table["S"][shown], c=colour, zorder=3, s=28, label=label)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, table["setting"], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel(score)

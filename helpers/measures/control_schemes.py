@@ -205,3 +205,11 @@ def unique_sets(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return sets[first[order]], rank[inverse.ravel()]
+
+
+def distinct_columns(sets: np.ndarray) -> np.ndarray:
+    """Indices of the first draw of each distinct set among `sets` [n, L, H], in draw order: the random sets a
+    rank p is taken over (a set drawn twice is one random set, not two)."""
+    _, inverse = unique_sets(sets)
+    _, first = np.unique(inverse, return_index=True)
+    return np.sort(first)

@@ -162,7 +162,8 @@ LAST_SETS = ("cm-ord-last", "co-ord-last", "co-ref-last")
 def claim_tables(lm, n_strips: int, k: float, seed: int, cache, strips_per_forward: int, runs: dict) -> dict:
     """The tables the paper's claims read (helpers.studies.claims.TABLES), as far as 06's runs of one model
     give them: Table 1 from all 12 settings' discovery scores (01's runs, read from the cache) with 200
-    half-splits; the query-span vs. last-token NCS contrast over QSP_SETS and LAST_SETS; co-ref-qsp against its
+    half-splits; the query-span vs. last-token NCS contrast over QSP_SETS and LAST_SETS, pooled and per query
+    type; co-ref-qsp against its
     R layer-matched sets (Table 19's run) in Table 10's columns."""
     n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
     k_top = k_for(n_heads, k)
@@ -170,10 +171,14 @@ def claim_tables(lm, n_strips: int, k: float, seed: int, cache, strips_per_forwa
     splits = split_halves(n_strips, 200, seed)
     ceilings = pd.Series({s: half_split_overlaps(v, v, k_top, splits).mean() for s, v in scores.items()})
     table1 = factor_medians(overlap_matrix({s: v.mean(0) for s, v in scores.items()}, k_top), ceilings, k_top)
-    qsp = np.mean([runs[s]["ncs"][:, 0] for s in QSP_SETS], axis=0)  # [N]
-    last = np.mean([runs[s]["ncs"][:, 0] for s in LAST_SETS], axis=0)
-    difference, p = paired_t(qsp, last)
-    contrast = pd.DataFrame([{"comparison": "qsp - last", "mean difference": difference, "p (paired t)": p}])
+    groups = {"": lambda s: True, " (ord)": lambda s: "-ord-" in s, " (ref)": lambda s: "-ref-" in s}
+    rows = []
+    for suffix, chosen in groups.items():  # pooled, then per query type
+        qsp = np.mean([runs[s]["ncs"][:, 0] for s in QSP_SETS if chosen(s)], axis=0)  # [N]
+        last = np.mean([runs[s]["ncs"][:, 0] for s in LAST_SETS if chosen(s)], axis=0)
+        difference, p = paired_t(qsp, last)
+        rows.append({"comparison": f"qsp - last{suffix}", "mean difference": difference, "p (paired t)": p})
+    contrast = pd.DataFrame(rows)
     ref = against_random(runs["co-ref-qsp"]["ncs"][:, 0], runs["co-ref-qsp"]["ncs"][:, 1:])
     large = pd.DataFrame([{"setting": "co-ref-qsp", **ref}])
     return {"table01_overlap_by_factor": table1, "ncs_source_contrast": contrast, "table10_large_r": large}

@@ -13,47 +13,63 @@ from helpers.measures.stats import holm
 from helpers.studies.verdicts import (
     ALPHA,
     BEATS,
-    BELOW_MINIMUM,
+    EFFECT_BELOW,
     MIN_EFFECT,
+    NOT_INTERPRETABLE,
     PASS,
+    can_pass,
     exceeds,
     holm_floor,
+    judge,
     versus_random,
 )
 
-RULE = f"rank p <= {ALPHA:g} and S - random mean >= {MIN_EFFECT:g}"
+RULE = f"rank p <= {ALPHA:g} and S - random mean >= {MIN_EFFECT:g}; not interpretable where no result could pass"
 
 
 def _names(settings: list[str]) -> str:
     return ", ".join(settings) if settings else "none"
 
 
-def _outcomes(table: pd.DataFrame, p, s_column: str) -> list[str]:
-    effect = (table[s_column] - table["random mean"]).to_numpy()
-    return [versus_random(pi, ei) for pi, ei in zip(p, effect)]
+def _calls(table: pd.DataFrame, p, s_column: str, n_tests: int = 1) -> list:
+    """`judge` on every row (S from `s_column`, p from `p`)."""
+    rows = table.rename(columns={s_column: "S"}).assign(p=np.asarray(p, dtype=float)).to_dict("records")
+    return [judge(row, "p", n_tests) for row in rows]
 
 
 def versus_random_sentence(
     table: pd.DataFrame, measure: str, name_column: str = "setting", s_column: str = "S", holm_rows: bool = True
 ) -> str:
-    """Which rows' S beats its random sets (columns `s_column`, random mean, p): unadjusted and, where
-    `holm_rows`, Holm-adjusted across the rows; rows at p <= ALPHA with an effect below MIN_EFFECT named."""
+    """Which rows' S beats its random sets (columns `s_column`, random mean, p, R, random min / max): unadjusted
+    and, where `holm_rows`, Holm-adjusted across the rows (verdicts.judge); rows at p <= ALPHA with an effect
+    below MIN_EFFECT, and rows that are not interpretable, named."""
     names = table[name_column].astype(str).tolist()
-    raw = _outcomes(table, table["p"].to_numpy(), s_column)
-    beats = [n for n, o in zip(names, raw) if o == BEATS]
-    below = [n for n, o in zip(names, raw) if o == BELOW_MINIMUM]
+    raw = _calls(table, table["p"], s_column)
+    beats = [n for n, c in zip(names, raw) if c.outcome == BEATS]
+    below = [n for n, c in zip(names, raw) if c.reason == EFFECT_BELOW]
+    unread = [n for n, c in zip(names, raw) if c.outcome == NOT_INTERPRETABLE]
     text = (
         f"This run: {len(beats)} of {len(table)} {measure} rows beat their random sets (rank p <= {ALPHA:g} and "
         f"S - random mean >= {MIN_EFFECT:g}): {_names(beats)}."
     )
     if below:
         text += f" {len(below)} more reach p <= {ALPHA:g} with an effect below {MIN_EFFECT:g}: {_names(below)}."
+    if unread:
+        text += f" Not interpretable ({_reasons(raw)}): {_names(unread)}."
     if holm_rows:
-        adjusted = _outcomes(table, holm(table["p"].to_numpy()), s_column)
-        held = [n for n, o in zip(names, adjusted) if o == BEATS]
+        adjusted = _calls(table, holm(table["p"].to_numpy()), s_column, len(table))
+        held = [n for n, c in zip(names, adjusted) if c.outcome == BEATS]
         floor = min(1.0, len(table) / (table["R"].max() + 1))
-        text += f" After Holm across the {len(table)} rows (smallest possible {floor:.3f}): {_names(held)}."
+        text += f" After Holm across the {len(table)} rows (smallest possible {floor:.3f}): {_names(held)}"
+        if all(c.outcome == NOT_INTERPRETABLE for c in adjusted):
+            text += f", none interpretable ({_reasons(adjusted)})"
+        text += "."
     return text
+
+
+def _reasons(calls: list) -> str:
+    """The distinct reasons of the not-interpretable calls, in order."""
+    return "; ".join(dict.fromkeys(c.reason for c in calls if c.outcome == NOT_INTERPRETABLE))
 
 
 def generic_damage_sentence(table: pd.DataFrame) -> str:
@@ -78,9 +94,8 @@ def per_model_sentence(table: pd.DataFrame) -> str:
     """Table 19: per model, which COCO sets beat their random sets (rank p of that model's rows, no Holm)."""
     parts = []
     for model, rows in table.groupby("model", sort=False):
-        rows = rows.rename(columns={"NCS": "S"})
-        effect = rows["S"] - rows["random mean"]
-        beats = [s for s, p, e in zip(rows.setting, rows.p, effect) if versus_random(p, e) == BEATS]
+        calls = _calls(rows, rows["p"], "NCS")
+        beats = [s for s, c in zip(rows.setting, calls) if c.outcome == BEATS]
         parts.append(f"{model} ({rows.audit.iloc[0]}): {_names(beats)}")
     return (
         f"This run, sets whose NCS beats its random sets (rank p <= {ALPHA:g} and effect >= "
@@ -103,10 +118,14 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
             p = tested[f"{prefix} p Holm"].to_numpy(dtype=float)
             effect = (tested[f"{measure} S"] - tested[f"{prefix} random"]).to_numpy(dtype=float)
             ran = np.isfinite(p)
-            outcomes = [versus_random(pi, ei) if ok else None for pi, ei, ok in zip(p, effect, ran)]
+            r_values = tested[r_column].to_numpy()
+            calls = [
+                versus_random(pi, ei, int(r), int(ran.sum())) if ok else None
+                for pi, ei, r, ok in zip(p, effect, r_values, ran)
+            ]
             names = tested["method"].tolist()
-            beats = [n for n, o in zip(names, outcomes) if o == BEATS]
-            below = [n for n, o in zip(names, outcomes) if o == BELOW_MINIMUM]
+            beats = [n for n, c in zip(names, calls) if c and c.outcome == BEATS]
+            below = [n for n, c in zip(names, calls) if c and c.reason == EFFECT_BELOW]
             floor = holm_floor(int(tested[r_column].max()), int(ran.sum()))
             text = f"{measure} vs {control} (floor {floor:.3f}): {_names(beats)}"
             if below:
@@ -131,7 +150,7 @@ def holm_reach_sentence(stats: pd.DataFrame, n_random: dict[str, int], needed: i
     for (measure, control), rows in stats.groupby(["measure", "control"], sort=False):
         floor = holm_floor(n_random[control], len(rows))
         parts.append(f"{measure} vs {control} {floor:.3f} ({len(rows)} methods, R = {n_random[control]})")
-        if floor > ALPHA:
+        if not can_pass(n_random[control], len(rows)):
             blocked.append(f"{measure} vs {control}")
     text = f"This run, the smallest Holm-adjusted rank p any method can get: {'; '.join(parts)}."
     if blocked:
@@ -182,26 +201,29 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
     )
 
 
-def _beats(names, p, s, random_mean) -> list[str]:
-    """The names whose (p, S - random mean) passes versus_random."""
-    return [n for n, pi, si, ri in zip(names, p, s, random_mean) if versus_random(pi, si - ri) == BEATS]
+def _beats(names, p, s, random_mean, n_random) -> list[str]:
+    """The names whose (p, S - random mean) at `n_random` random sets (a column or one number) beats random by
+    versus_random (unadjusted)."""
+    r = np.broadcast_to(np.asarray(n_random, dtype=int), (len(names),))
+    calls = [versus_random(pi, si - ri, int(n)) for pi, si, ri, n in zip(p, s, random_mean, r)]
+    return [n for n, c in zip(names, calls) if c.outcome == BEATS]
+
+
+GROUPS = ("all", "prompt", "last")  # Table 5's row groups
 
 
 def ncs_rows_sentence(table: pd.DataFrame) -> str:
     """Table 5: per row group of the flat sets and for the top-k-per-layer sets (NCS and CERS), which settings
     beat their random sets (versus_random, unadjusted), with co-ref-qsp's values."""
     names = table["setting"].tolist()
-    parts = [
-        f"{group} rows {_names(_beats(names, table[f'{group} p'], table[group], table[f'{group} random mean']))}"
-        for group in ("all", "prompt", "last")
-    ]
+    columns = {group: (table[f"{group} p"], table[group], table[f"{group} random mean"]) for group in GROUPS}
+    parts = [f"{group} rows {_names(_beats(names, *columns[group], table.R))}" for group in GROUPS]
     per_layer = "per layer"
-    ncs_beats = _beats(
-        names, table[f"{per_layer} NCS p"], table[f"{per_layer} NCS"], table[f"{per_layer} NCS random mean"]
-    )
-    cers_beats = _beats(
-        names, table[f"{per_layer} CERS p"], table[f"{per_layer} CERS"], table[f"{per_layer} CERS random mean"]
-    )
+    ncs_beats, cers_beats = (
+        _beats(names, table[f"{per_layer} {m} p"], table[f"{per_layer} {m}"], table[f"{per_layer} {m} random mean"],
+               table.R)
+        for m in ("NCS", "CERS")
+    )  # fmt: skip
     rows = table.set_index("setting")
     shown = ", ".join(
         f"{s}: all {rows.loc[s, 'all']:.3f}, prompt {rows.loc[s, 'prompt']:.3f}, last {rows.loc[s, 'last']:.3f}, "
@@ -224,27 +246,36 @@ def region_contrast_sentence(table: pd.DataFrame) -> str:
     for model, rows in groups:
         names = rows["setting"].tolist()
         beats = {
-            m: _beats(names, rows[f"{m} p"], rows[f"{m} S"], rows[f"{m} random mean"])
+            m: _beats(names, rows[f"{m} p"], rows[f"{m} S"], rows[f"{m} random mean"], rows["R"])
             for m in ("NCS_grid", "symmetric CERS")
             if f"{m} p" in rows
         }
         attainable = float(rows["largest attainable NCS_grid"].iloc[0])
         best = rows.loc[rows["NCS_grid S"].idxmax()]
-        share = best["NCS_grid S"] / attainable if exceeds(attainable) else np.nan
         text = (
             f"{model + ': ' if model else ''}grid audit {rows['grid audit'].iloc[0]} (oracle "
             f"{rows['grid oracle'].iloc[0]:.3f}, blank {rows['grid blank'].iloc[0]:.3f}); "
             + "; ".join(f"{m} beats random in {len(b)} of {len(rows)}: {_names(b)}" for m, b in beats.items())
-            + f"; the largest NCS_grid, {best['setting']} {best['NCS_grid S']:.3f}, is "
-            + (
-                f"{share:.0%} of the largest attainable {attainable:.3f}"
-                if np.isfinite(share)
-                else f"beside a largest attainable of {attainable:.3f} (below {MIN_EFFECT:g}: no share)"
-            )
+            + f"; the largest NCS_grid, {best['setting']} {best['NCS_grid S']:.3f}, "
+            + _attainable_share(float(best["NCS_grid S"]), attainable)
         )
         parts.append(text)
     r = int(table["R"].max()) if len(table) else 0
     return f"This run ({RULE}, R = {r}): " + (" | ".join(parts) if parts else "no model scored") + "."
+
+
+def _attainable_share(best: float, attainable: float) -> str:
+    """The largest NCS_grid beside the "largest attainable" (the cell hidden from every head): a share where
+    that value bounds it; where a set reaches above it (hiding the cell from all heads lowers P(c) less than
+    hiding it from some), that value is no bound and no share is given."""
+    if best > attainable:
+        return (
+            f"lies above the largest attainable {attainable:.3f} (the cell hidden from every head), which is "
+            "therefore no bound on this model"
+        )
+    if attainable <= 0:
+        return f"beside a largest attainable of {attainable:.3f} (not positive: no share)"
+    return f"is {best / attainable:.0%} of the largest attainable {attainable:.3f}"
 
 
 def rank_p_sentence(table: pd.DataFrame) -> str:
@@ -253,8 +284,8 @@ def rank_p_sentence(table: pd.DataFrame) -> str:
     names = table["setting"].tolist()
     parts = []
     for measure in ("CERS", "NCS"):
-        a = _beats(names, table[f"{measure} p A"], table[f"{measure} S"], table[f"{measure} random A"])
-        b = _beats(names, table[f"{measure} p B"], table[f"{measure} S"], table[f"{measure} random B"])
+        a = _beats(names, table[f"{measure} p A"], table[f"{measure} S"], table[f"{measure} random A"], table.R)
+        b = _beats(names, table[f"{measure} p B"], table[f"{measure} S"], table[f"{measure} random B"], table.R)
         changed = sorted(set(a) ^ set(b), key=names.index)
         parts.append(f"{measure}: A {len(a)} of {len(names)} ({_names(a)}), B {len(b)} ({_names(b)}), "
                      f"call changed from A to B: {_names(changed)}")  # fmt: skip
@@ -269,7 +300,7 @@ def ncs_rows_groups_sentence(table: pd.DataFrame) -> str:
     """Table 13: per selection (flat, per layer) and row group, which settings beat their random sets."""
     parts = []
     for (selection, rows), group in table.groupby(["selection", "rows"], sort=False):
-        beats = _beats(group["setting"], group["p"], group["S"], group["random mean"])
+        beats = _beats(group["setting"], group["p"], group["S"], group["random mean"], group["R"])
         values = ", ".join(f"{s} {v:.3f}" for s, v in zip(group["setting"], group["S"]))
         parts.append(f"{selection} at {rows} rows: {_names(beats)} ({values})")
     return (
@@ -281,7 +312,7 @@ def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
     """Table 14: per setting, the k at which the top-k set beats its random sets and the k of its largest NCS."""
     parts = []
     for setting, rows in table.groupby("setting", sort=False):
-        beats = _beats(rows["k"].astype(int).astype(str), rows["p"], rows["S"], rows["random mean"])
+        beats = _beats(rows["k"].astype(int).astype(str), rows["p"], rows["S"], rows["random mean"], rows["R"])
         best = rows.loc[rows["S"].idxmax()]
         parts.append(f"{setting} at k = {_names(beats)} of {', '.join(map(str, rows['k'].astype(int)))} "
                      f"(largest NCS {best['S']:.3f} at k = {int(best['k'])})")  # fmt: skip
@@ -289,18 +320,20 @@ def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
 
 
 def shared_heads_sentence(table: pd.DataFrame) -> str:
-    """Table 15: per part (shared, a only, b only), the pairs whose part's NCS exceeds its random sets' mean
-    (versus_random on the paired one-sided p and the excess) and the pairs where the part is empty."""
+    """Table 15: per part (shared, a only, b only), the pairs whose part beats its same-size random sets
+    (versus_random on the part's rank p among its R random sets and its excess, S - random mean) and the pairs
+    where the part is empty."""
     parts = []
     pairs = [f"{a} / {b}" for a, b in zip(table["a"], table["b"])]
     for part in ("shared", "a-only", "b-only"):
         excess, p = table[f"{part} excess"], table[f"{part} p"]
-        beats = [n for n, pi, e in zip(pairs, p, excess) if np.isfinite(pi) and versus_random(pi, e) == BEATS]
-        empty = int(p.isna().sum())
-        parts.append(f"{part} {len(beats)} of {len(pairs) - empty} ({_names(beats)})")
+        ran = p.notna().to_numpy()
+        beats = _beats([n for n, ok in zip(pairs, ran) if ok], p[ran], excess[ran], np.zeros(ran.sum()), table.R[ran])
+        parts.append(f"{part} {len(beats)} of {int(ran.sum())} ({_names(beats)})")
     return (
-        f"This run (paired one-sided p <= {ALPHA:g} and excess >= {MIN_EFFECT:g}), parts whose NCS exceeds their "
-        f"same-size random controls: " + "; ".join(parts) + "."
+        f"This run ({RULE}, R = {int(table['R'].max())}), parts whose NCS beats their same-size random sets: "
+        + "; ".join(parts)
+        + "."
     )
 
 
@@ -342,11 +375,11 @@ def _listed(names: list[str], limit: int = 4) -> str:
 def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str:
     """A sentence, computed from `scheme_verdicts`' table, on which schemes change a setting's verdict
     (Holm) or its unadjusted call relative to the `reference` scheme; with the unseeded scheme's
-    'seeds S beats' column, how many settings' calls depend on the seed."""
+    per-seed calls ('seeds beating', 'seeds not interpretable'), how many settings' calls depend on the seed."""
     ref = table[table["scheme"] == reference].set_index("setting")
     n, r = len(ref), int(ref["R"].iloc[0])
     tally = ref["verdict"].value_counts()
-    floor = f" (at R = {r} no rank p can: its floor is {1 / (r + 1):.3f})" if 1 / (r + 1) > ALPHA else ""
+    floor = f" (at R = {r} no rank p can: its floor is {1 / (r + 1):.3f})" if not can_pass(r) else ""
     parts = [
         f"Against {reference} random sets (R = {r}), "
         + ", ".join(f"{count} of {n} settings {verdict}" for verdict, count in tally.items())
@@ -370,6 +403,9 @@ def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str
             said.append(f"the unadjusted call of {len(call)} setting(s): {_listed(call)}")
         other_r = sorted(set(rows["R"].astype(int)) - {r})
         named = f"{scheme} (R = {', '.join(map(str, other_r))})" if other_r else scheme
+        if "distinct" in rows and (rows["distinct"] < rows["R"]).any():
+            fewest = int(rows["distinct"].min())
+            named += f" (as few as {fewest} distinct set(s) of R drawn: rank p no lower than {1 / (fewest + 1):.3f})"
         changes.append(f"{named} changes " + " and ".join(said))
     if changes:
         parts.append("; ".join(changes) + ".")
@@ -377,14 +413,23 @@ def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str
         parts.append(f"{_listed(same, len(same))} change no setting's verdict or call.")
     else:
         parts.append("Every other scheme changes at least one setting's verdict or call.")
-    seeds = table[(table["scheme"] == "unseeded")] if "seeds S beats" in table else table.iloc[:0]
+    seeds = table[(table["scheme"] == "unseeded")] if "seeds beating" in table else table.iloc[:0]
     if len(seeds):
-        beats, total = seeds["seeds S beats"].astype(int), seeds["seeds"].astype(int)
+        beats, total = seeds["seeds beating"].astype(int), seeds["seeds"].astype(int)
+        unread = seeds["seeds not interpretable"].astype(int)
         split = seeds.loc[(beats > 0) & (beats < total), "setting"].tolist()
-        parts.append(
-            f"Over {int(total.iloc[0])} seeds of the unseeded draw, S beats the seed's random sets by >= "
-            f"{MIN_EFFECT:g} at every seed in {int((beats == total).sum())} settings, at none in "
-            f"{int((beats == 0).sum())}, and the call depends on the seed in {len(split)}"
-            + (f" ({_listed(split)})." if split else ".")
-        )
+        per_seed = int(seeds["R per seed"].iloc[0])
+        text = f"Each seed of the unseeded draw alone ({per_seed} random set(s), as one unseeded run draws): "
+        if (unread == total).all():
+            text += (
+                f"not interpretable at every seed in every setting, since {per_seed} set(s) allow no rank p below "
+                f"{1 / (per_seed + 1):.3f}: a single unseeded draw cannot show that S beats random."
+            )
+        else:
+            text += (
+                f"S beats random at every seed in {int((beats == total).sum())} settings, at none in "
+                f"{int((beats == 0).sum())}, and the call depends on the seed in {len(split)}"
+                + (f" ({_listed(split)})." if split else ".")
+            )
+        parts.append(text)
     return " ".join(parts)

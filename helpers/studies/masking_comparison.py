@@ -2,10 +2,11 @@
 
 For each masking of helpers.engine.masking.MASKINGS and each chosen discovered set: NCS of S and of its
 layer-matched random sets with the image masked from the heads by that implementation (the paper's "hide"
-row is notebook 04's run, read back from the cache), the verdict by `verdicts.versus_random` (Holm across the
-chosen sets within a masking), and the masking's leak on the first matched item: how much it changes the
-logits at the rows before the image, how much of that comes from the image itself (a causal mask gives 0),
-and the attention mass the masked heads place on later positions.
+row is notebook 04's run, read back from the cache), the verdict by `verdicts.judge` on the rank p Holm-adjusted
+across the chosen sets within a masking (not interpretable where that Holm floor is above .05: then no masking
+can change a verdict), and the masking's leak on the first matched item: how much it changes the logits at the
+rows before the image, how much of that comes from the image itself (a causal mask gives 0), and the attention
+mass the masked heads place on later positions.
 """
 
 import numpy as np
@@ -20,7 +21,7 @@ from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
 from helpers.stimuli.prepared import item_batch, items_of
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import BEATS, versus_random
+from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, judge
 
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:
@@ -38,7 +39,21 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
                 {
                     "masking": masking,
                     "setting": setting,
-                    **{k: row[k] for k in ("S", "S low", "S high", "random mean", "random sd", "R", "p", "z")},
+                    **{
+                        k: row[k]
+                        for k in (
+                            "S",
+                            "S low",
+                            "S high",
+                            "random mean",
+                            "random sd",
+                            "random min",
+                            "random max",
+                            "R",
+                            "p",
+                            "z",
+                        )
+                    },  # fmt: skip
                     "logit change before the image": measured.logits,
                     "of it from the image": measured.from_image,
                     "mass on later positions per row": measured.future_mass_per_row,
@@ -48,15 +63,14 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
 
 
 def masking_table(rows: list[dict]) -> pd.DataFrame:
-    """The rows with Holm across the settings of each masking and the verdict of `versus_random`."""
+    """The rows with Holm across the settings of each masking and the verdict of `verdicts.judge` on it, with
+    its reason."""
     table = pd.DataFrame(rows)
     table.insert(table.columns.get_loc("p") + 1, "p Holm", table.groupby("masking")["p"].transform(holm))
-    effect = table["S"] - table["random mean"]
-    table.insert(
-        table.columns.get_loc("p Holm") + 1,
-        "verdict",
-        [versus_random(p, e) for p, e in zip(table["p Holm"], effect)],
-    )
+    n_tests = table.groupby("masking")["setting"].transform("size")
+    calls = [judge(row, "p Holm", int(n)) for row, n in zip(table.to_dict("records"), n_tests)]
+    table.insert(table.columns.get_loc("p Holm") + 1, "verdict", [c.outcome for c in calls])
+    table.insert(table.columns.get_loc("verdict") + 1, "verdict reason", [c.reason for c in calls])
     return table
 
 
@@ -77,9 +91,18 @@ def masking_sentence(table: pd.DataFrame, reference: str = "hide") -> str:
         parts.append(f"{masking} {said} (largest NCS change {gap:.3f})")
     leaking = table.groupby("masking")["of it from the image"].max()
     leaks = [f"{m} ({v:.3g})" for m, v in leaking.items() if v > 0]
-    beats = int((table[table.masking == reference].verdict == BEATS).sum())
+    reference_rows = table[table.masking == reference]
+    beats = int((reference_rows.verdict == BEATS).sum())
+    unread = reference_rows.verdict == NOT_INTERPRETABLE
+    said = f"under {reference}, {beats} of {verdicts.shape[0]} sets beat their random sets"
+    if unread.all():
+        reasons = ", ".join(dict.fromkeys(reference_rows["verdict reason"]))
+        said = (
+            f"under {reference}, no set's verdict is interpretable ({reasons} at R = {int(table['R'].max())} for "
+            f"{verdicts.shape[0]} sets), so no implementation can change one; what they change is the NCS"
+        )
     return (
-        f"This run: under {reference}, {beats} of {verdicts.shape[0]} sets beat their random sets; "
+        f"This run: {said}; "
         + "; ".join(parts)
         + ". Rows before the image change with the image itself (a leak) under: "
         + (", ".join(leaks) if leaks else "none")

@@ -7,11 +7,12 @@ Rules (the thresholds are named constants, so a report states what it applied):
   audit out of range (DEPENDS_ON) is "not interpretable", never scored;
 - every comparison counts a difference as an effect only when it reaches MIN_EFFECT (exceeds), never on a
   float-noise margin;
-- against random sets (`versus_random`, the rule of every notebook and claim too): pass when the
-  Holm-adjusted rank p <= ALPHA and S exceeds the random sets' mean by MIN_EFFECT; "not interpretable"
-  when even the
-  best possible rank (S above every random set) could not reach ALPHA after Holm (too few random sets
-  for the number of head-sets), since then a fail says nothing about the set;
+- against random sets (`versus_random`, the one rule of every table, figure colour, sentence, claim and
+  card row; tests/test_verdict_rule.py fails on any module that decides on p or effect by itself): beats
+  random when the (Holm-adjusted) rank p <= ALPHA and S exceeds the random sets' mean by MIN_EFFECT;
+  "not interpretable" when no result could pass (too few distinct random sets for p <= ALPHA, or for Holm
+  across the head-sets), when S sits in a random range narrower than MIN_EFFECT at the printed precision,
+  or, for a call on z, when the random SD is below Z_SD_FLOOR; within random otherwise;
 - the half-split noise ceiling: pass when the two halves of the discovery data share >= CEILING_SHARE of
   the top-k;
 - generic damage: pass when S's NCS interval lies MIN_EFFECT above the NCS of every generic-damage set;
@@ -98,20 +99,132 @@ def exceeds(difference: float, minimum: float = MIN_EFFECT) -> bool:
     return bool(difference >= minimum)
 
 
-BEATS, BELOW_MINIMUM, WITHIN = "beats random", "below the minimum effect", "within random"
+BEATS, WITHIN = "beats random", "within random"  # with NOT_INTERPRETABLE, the outcomes of `versus_random`
+# Why `versus_random` decided as it did (Call.reason):
+PASSED = "rank p <= alpha and effect >= the minimum"
+P_ABOVE = "rank p above alpha"
+EFFECT_BELOW = "effect below the minimum"  # p at most alpha, S too close to the random mean to count
+TOO_FEW_SETS = "too few distinct random sets"  # 1 / (distinct + 1) > alpha: no rank p can reach alpha
+HOLM_FLOOR = "Holm floor above alpha"  # n_tests / (distinct + 1) > alpha: none can after Holm
+TIED = "S tied with the random range"  # a degenerate random range that S sits in at the printed precision
+SD_BELOW = "random SD below the z-estimable bound"  # a z-based call whose z measures float noise
 # A z needs random sets that vary: below this SD (a tenth of MIN_EFFECT) the random sets sit at float noise
 # and z = (S - mean) / SD measures that noise, not S (the tables cap and flag it at Z_CAP).
 Z_SD_FLOOR = MIN_EFFECT / 10
+PRINTED_DIGITS = 3  # the tables print S and the random sets' range with three decimals
 
 
-def versus_random(p: float, effect: float, alpha: float = ALPHA, minimum: float = MIN_EFFECT) -> str:
-    """The one rule by which a head-set beats its random sets, in 03-07, the claims and the report card:
-    its (Holm-adjusted, where several sets are tested) rank p is at most `alpha` AND its effect (S minus
-    the random sets' mean) reaches `minimum`. A p at its floor with an effect below the minimum is a tie at
-    the tables' precision (BELOW_MINIMUM), never a win."""
-    if p <= alpha and exceeds(effect, minimum):
-        return BEATS
-    return BELOW_MINIMUM if p <= alpha else WITHIN
+@dataclass(frozen=True)
+class Call:
+    """One head-set against its random sets: the outcome (BEATS, WITHIN, NOT_INTERPRETABLE), the reason (one
+    of the reason constants) and a sentence giving the numbers it rests on."""
+
+    outcome: str
+    reason: str
+    text: str
+
+
+def versus_random(
+    p: float,
+    effect: float,
+    n_random: int,
+    n_tests: int = 1,
+    s: float | None = None,
+    random_range: tuple[float, float] | None = None,
+    random_sd: float | None = None,
+    on_z: bool = False,
+    alpha: float = ALPHA,
+    minimum: float = MIN_EFFECT,
+) -> Call:
+    """The one rule by which a head-set S is judged against its random sets, in every table, figure colour,
+    sentence, claim and card row.
+
+    p: S's rank p (Holm-adjusted across `n_tests` sets when n_tests > 1); effect: S minus the random sets'
+    mean; n_random: the number of DISTINCT random sets p was ranked among. In order:
+    - not interpretable when no result could pass: 1 / (n_random + 1) > alpha (TOO_FEW_SETS), or
+      n_tests / (n_random + 1) > alpha (HOLM_FLOOR); when the random sets' range [min, max] (`random_range`)
+      is narrower than `minimum` and S lies in it at PRINTED_DIGITS decimals (TIED: the random sets and S
+      sit together and the rank follows float noise); for a call on z (`on_z`) when `random_sd` is below
+      Z_SD_FLOOR (SD_BELOW);
+    - beats random when p <= alpha AND the effect reaches `minimum` (PASSED);
+    - within random otherwise (P_ABOVE, or EFFECT_BELOW: p at most alpha with S too close to the mean)."""
+    floor = n_tests / (n_random + 1)
+    numbers = f"rank p {p:.3f} over {n_random} distinct random sets, effect {effect:.4f}"
+    if 1 / (n_random + 1) > alpha:
+        why = f"{n_random} distinct random set(s): the rank p cannot go below {1 / (n_random + 1):.3f} > {alpha:g}"
+        return Call(NOT_INTERPRETABLE, TOO_FEW_SETS, why)
+    if floor > alpha:
+        why = f"Holm across {n_tests} sets at {n_random} random sets: no p goes below {min(floor, 1):.3f} > {alpha:g}"
+        return Call(NOT_INTERPRETABLE, HOLM_FLOOR, why)
+    if s is not None and random_range is not None and _tied(s, *random_range, minimum):
+        low, high = random_range
+        why = (
+            f"S {s:.{PRINTED_DIGITS}f} lies in the random range {low:.{PRINTED_DIGITS}f}-{high:.{PRINTED_DIGITS}f}, "
+            f"narrower than {minimum:g}: S and the random sets sit together"
+        )
+        return Call(NOT_INTERPRETABLE, TIED, why)
+    if on_z and not z_estimable(random_sd):
+        return Call(NOT_INTERPRETABLE, SD_BELOW, f"random SD {random_sd:.2g} < {Z_SD_FLOOR:g}: z is not estimable")
+    if p <= alpha and effect >= minimum:
+        return Call(BEATS, PASSED, f"{numbers}: p <= {alpha:g} and effect >= {minimum:g}")
+    if p <= alpha:
+        return Call(
+            WITHIN, EFFECT_BELOW, f"{numbers}: p <= {alpha:g} but the effect is below the minimum effect {minimum:g}"
+        )
+    return Call(WITHIN, P_ABOVE, f"{numbers}: p > {alpha:g}")
+
+
+def _tied(s: float, low: float, high: float, minimum: float) -> bool:
+    """S and a random range narrower than `minimum` that holds S at the printed precision."""
+    rounded = [round(float(v), PRINTED_DIGITS) for v in (s, low, high)]
+    return bool(high - low < minimum and rounded[1] <= rounded[0] <= rounded[2])
+
+
+def judge(row: dict, p_column: str = "p", n_tests: int = 1, on_z: bool = False, alpha: float = ALPHA) -> Call:
+    """`versus_random` on a table row: S, random mean, R (or 'distinct', the distinct random sets, where the
+    row has it), `p_column`, and where present random min / max and random sd."""
+    n_random = int(row["distinct"]) if "distinct" in row else int(row["R"])
+    has_range = "random min" in row and "random max" in row
+    return versus_random(
+        float(row[p_column]),
+        float(row["S"]) - float(row["random mean"]),
+        n_random,
+        n_tests,
+        s=float(row["S"]),
+        random_range=(float(row["random min"]), float(row["random max"])) if has_range else None,
+        random_sd=float(row["random sd"]) if "random sd" in row else None,
+        on_z=on_z,
+        alpha=alpha,
+    )
+
+
+def outcomes(table: pd.DataFrame, p_column: str = "p", n_tests: int = 1) -> list[str]:
+    """The outcome of `judge` for every row of `table`."""
+    return [judge(row, p_column, n_tests).outcome for row in table.to_dict("records")]
+
+
+def in_range(s: float, low: float, high: float, minimum: float = MIN_EFFECT) -> bool | None:
+    """S lies in the random range [low, high] at the printed precision (True) or outside it (False); None where
+    S ties with an edge of a range narrower than `minimum` (S and the random sets sit together: no reading)."""
+    s_, low_, high_ = (round(float(v), PRINTED_DIGITS) for v in (s, low, high))
+    if high - low < minimum and s_ in (low_, high_):
+        return None
+    return bool(low_ <= s_ <= high_)
+
+
+def can_pass(n_random: int, n_tests: int = 1, alpha: float = ALPHA) -> bool:
+    """Some result could beat random at `n_random` distinct random sets and Holm across `n_tests` sets."""
+    return versus_random(0.0, math.inf, n_random, n_tests, alpha=alpha).outcome != NOT_INTERPRETABLE
+
+
+def paired_difference(p: float, difference: float, alpha: float = ALPHA, minimum: float = MIN_EFFECT) -> bool:
+    """Two settings' paired comparison: the difference reaches `minimum` with its paired p below `alpha`."""
+    return bool(p < alpha and difference >= minimum)
+
+
+def p_at_least(p_values, bound: float) -> bool:
+    """Every rank p is at least `bound` (a claim stated as a bound on p, whatever the effect)."""
+    return bool(np.all(np.asarray(p_values, dtype=float) >= bound))
 
 
 def z_estimable(random_sd: float) -> bool:
@@ -140,7 +253,10 @@ def holm_random_sets(n_sets: int, alpha: float = ALPHA) -> int:
 def against_random_verdict(
     head_set: str, check: str, row: dict, n_random: int, n_sets: int, audits: list[Verdict]
 ) -> Verdict:
-    """Verdict of S against R random sets from a row with S, random mean, p, p Holm and z."""
+    """Verdict of S against R random sets from a row with S, random mean, p, p Holm and z: `versus_random` on
+    the Holm-adjusted p across `n_sets` sets (pass: beats random; fail: within random; else not interpretable);
+    a row's 'distinct' (distinct random sets, where fewer than R) replaces R."""
+    n_random = int(row.get("distinct", n_random))
     floor = holm_floor(n_random, n_sets)
     number = (
         f"S {row['S']:.3f} vs random {row['random mean']:.3f}; rank p {row['p']:.3f} "
@@ -149,20 +265,9 @@ def against_random_verdict(
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
-    effect = row["S"] - row["random mean"]
-    outcome = versus_random(row["p Holm"], effect)
-    if outcome == BEATS:
-        return Verdict(head_set, check, PASS, number, f"Holm-adjusted rank p <= {ALPHA}, effect >= {MIN_EFFECT:g}")
-    if outcome == BELOW_MINIMUM:
-        reason = f"rank p <= {ALPHA} but S exceeds the random mean by {effect:.4f} < the minimum effect {MIN_EFFECT:g}"
-        return Verdict(head_set, check, FAIL, number, reason)
-    if floor > ALPHA:
-        reason = (
-            f"with R = {n_random} and {n_sets} head-set(s) no rank p can reach {ALPHA} after Holm; "
-            "use more random sets"
-        )
-        return Verdict(head_set, check, NOT_INTERPRETABLE, number, reason)
-    return Verdict(head_set, check, FAIL, number, f"Holm-adjusted rank p > {ALPHA}: S is within its random sets")
+    call = judge({**row, "distinct": n_random}, "p Holm", n_sets)
+    verdict = {BEATS: PASS, WITHIN: FAIL}.get(call.outcome, NOT_INTERPRETABLE)
+    return Verdict(head_set, check, verdict, number, f"{call.outcome}: {call.text}")
 
 
 def ceiling_verdict(head_set: str, ceiling: dict | None) -> Verdict:
@@ -228,8 +333,8 @@ def counts(verdicts: pd.DataFrame) -> dict[str, int]:
 
 
 def significant(row: dict) -> bool:
-    """The unadjusted call most papers make: `versus_random` on the rank p before any adjustment."""
-    return versus_random(row["p"], row["S"] - row["random mean"]) == BEATS
+    """The unadjusted call most papers make: `judge` on the rank p before any adjustment."""
+    return judge(row).outcome == BEATS
 
 
 def scheme_verdicts(table: pd.DataFrame, check: str = "NCS") -> pd.DataFrame:

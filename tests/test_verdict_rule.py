@@ -1,0 +1,79 @@
+"""Every verdict against random sets comes from one function (helpers.studies.verdicts.versus_random): no module
+or notebook that prints or colours a verdict compares a p-value, alpha or the minimum effect by itself."""
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# The modules that print, colour or write a verdict: tables, figures, sentences, claims, the card, the notebooks.
+SCOPE = ("helpers/studies/*.py", "helpers/figures/*.py", "helpers/protocol.py", "notebooks/*.py")
+RULE = "helpers/studies/verdicts.py"
+# The calls of `exceeds` outside the rule that are no verdict against random sets: {module: (count, why)}.
+ALLOWED_EXCEEDS = {
+    "helpers/studies/findings.py": (1, "generic_damage_sentence: a damage set's own NCS against the clean model"),
+}
+P_NAME = re.compile(r"^(p|p_\w+|\w+_p|pvalue|adjusted)$")  # names that hold a p-value
+P_KEY = re.compile(r"^(p|p Holm.*|p \(.*|.* p|.* p Holm|.* p [AB]|p [AB]|pvalue|p m(in|ax) .*)$")  # columns
+THRESHOLDS = {"ALPHA", "MIN_EFFECT", "alpha", "minimum"}
+THRESHOLD_VALUES = {0.05, 0.14, 0.01}
+OUTCOMES = {"BEATS", "WITHIN", "NOT_INTERPRETABLE", "PASS", "FAIL", "NOT_RUN"}
+
+
+def _mentions_p_or_threshold(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and (P_NAME.match(n.id) or n.id in THRESHOLDS):
+            return True
+        if isinstance(n, ast.Attribute) and (n.attr in ("p", "pvalue") or n.attr in THRESHOLDS):
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and P_KEY.match(n.value):
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, float) and n.value in THRESHOLD_VALUES:
+            return True
+    return False
+
+
+def _is_outcome(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name | ast.Attribute) and (getattr(node, "id", None) or node.attr) in OUTCOMES
+
+
+def bypasses(source: str) -> list[str]:
+    """Each comparison of a p-value or of a verdict threshold, and each call of `exceeds`, in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        membership = isinstance(node, ast.Compare) and all(isinstance(op, ast.In | ast.NotIn) for op in node.ops)
+        if isinstance(node, ast.Compare) and not membership and _mentions_p_or_threshold(node):
+            sides = [node.left, *node.comparators]
+            if not any(_is_outcome(side) for side in sides):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "exceeds":
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_scan_finds_the_bypasses_it_is_for():
+    assert len(bypasses('colours = ["red" if p <= 0.05 else "blue" for p in table["p Holm"]]')) == 1
+    assert len(bypasses('above = r["p"] == 1 / values.shape[1]')) == 1
+    assert len(bypasses('beats = sum(verdicts.exceeds(r["S"] - r["random mean"]) for r in rows)')) == 1
+    assert len(bypasses("holds = p < ALPHA and difference >= MIN_EFFECT")) == 2
+    assert not bypasses("beats = [n for n, c in zip(names, calls) if c.outcome == BEATS]")
+    assert not bypasses('table["verdict"] = [judge(row, "p Holm", 12).outcome for row in rows]')
+
+
+def test_no_module_that_prints_or_colours_a_verdict_decides_on_p_or_effect_by_itself():
+    paths = sorted({p for pattern in SCOPE for p in ROOT.glob(pattern)})
+    assert len(paths) > 20  # the scope is found
+    found = {}
+    for path in paths:
+        name = path.relative_to(ROOT).as_posix()
+        if name == RULE:
+            continue
+        hits = bypasses(path.read_text())
+        calls = [h for h in hits if "exceeds(" in h]
+        if len(calls) <= ALLOWED_EXCEEDS.get(name, (0, ""))[0]:
+            hits = [h for h in hits if h not in calls]
+        if hits:
+            found[name] = hits
+    assert not found, f"decided outside {RULE}: {found}"
