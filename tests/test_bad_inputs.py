@@ -80,7 +80,8 @@ def _a_file(f: Folders) -> str:
 
 
 def _model_folder(f: Folders, family: str) -> str:
-    """A save_pretrained-shaped folder of a tiny `family` config (the checks read config.json; weights only exist)."""
+    """A save_pretrained-shaped folder of a tiny `family` config (the checks read config.json; weights and the chat
+    template only exist)."""
     folder = f.tmp / family
     folder.mkdir()
     if family == "mllama":
@@ -92,6 +93,14 @@ def _model_folder(f: Folders, family: str) -> str:
         config = tiny_model(family, "sdpa").config
     config.save_pretrained(folder)
     (folder / "model.safetensors").write_bytes(b"")
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    return str(folder)
+
+
+def _no_chat_template(f: Folders) -> str:
+    folder = Path(_model_folder(f, "qwen3_vl"))
+    (folder / "chat_template.jinja").unlink()
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 512}')
     return str(folder)
 
 
@@ -249,6 +258,12 @@ PARAMETERS = [
         "model folder without weights",
         lambda f: params.validate({"model": _no_weights(f)}),
         ("model=", "holds no weights", "save_pretrained folder"),
+    ),
+    Case(
+        "parameters",
+        "model folder without a chat template",
+        lambda f: params.validate({"model": _no_chat_template(f)}),
+        ("model=", "holds no chat template", "chat_template.jinja", "tokenizer_config.json"),
     ),
     Case(
         "parameters",

@@ -1,11 +1,13 @@
 """Where a model's files are, found without loading it (no torch; transformers only to read a config).
 
 The parameter checks use these to refuse a model that cannot load before anything heavy is imported or loaded:
-a toy not built, a folder without a config or weights, a hub id that is neither cached nor reachable.
+a toy not built, a folder without a config, weights or a chat template, a hub id that is neither cached nor
+reachable.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from urllib.parse import urlparse
@@ -85,6 +87,22 @@ def missing_files(folder: Path) -> str:
     if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
         return f"no weights ({', '.join(WEIGHT_PATTERNS)})"
     return ""
+
+
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")  # where save_pretrained writes a chat template
+TEMPLATE_CONFIGS = ("processor_config.json", "tokenizer_config.json")  # configs that may hold it as "chat_template"
+
+
+def missing_chat_template(folder: Path) -> str:
+    """'' when `folder` gives its processor a chat template (build_batch renders every prompt with it), else what
+    is missing: found before the weights load, not at the first item."""
+    if any((folder / name).is_file() for name in TEMPLATE_FILES):
+        return ""
+    for name in TEMPLATE_CONFIGS:
+        path = folder / name
+        if path.is_file() and json.loads(path.read_text()).get("chat_template"):
+            return ""
+    return f"no chat template ({', '.join(TEMPLATE_FILES)}, or a chat_template in {' or '.join(TEMPLATE_CONFIGS)})"
 
 
 def model_config(name_or_path: str):

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
-from helpers.engine.model_files import missing_files, model_config, model_folder
+from helpers.engine.model_files import missing_chat_template, missing_files, model_config, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
 from helpers.runner import sizes
 from helpers.runner.sizes import CARD_SIZES
@@ -73,9 +73,12 @@ def _check_model(value, name="model"):
             f"it is neither an embedded toy ({toys}), an existing folder, nor a hub id of the form 'org/name'",
         )
     folder = Path(value).expanduser()
-    missing = missing_files(folder) if toy is None and folder.is_dir() else ""
+    local = toy if toy is not None else folder if folder.is_dir() else None  # not a hub snapshot: it may be partial
+    missing = missing_files(folder) if toy is None and local is not None else ""
+    if not missing and local is not None and (local / "config.json").is_file():  # a toy not built: model_folder
+        missing = missing_chat_template(local)
     if missing:
-        _fail(name, value, f"the folder {folder} holds {missing}; pass a save_pretrained folder")
+        _fail(name, value, f"the folder {local} holds {missing}; pass a save_pretrained folder")
     try:
         model_folder(str(folder) if toy is None and folder.is_dir() else value)
     except FileNotFoundError as error:  # a toy not built, or a hub id not cached while offline
