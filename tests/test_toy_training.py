@@ -25,6 +25,7 @@ from helpers.toy.train import (
     STAGES,
     adapted_mixture,
     conversation_batch,
+    depth_recipe,
     earlier_run,
     image_word_loss,
     image_word_targets,
@@ -238,7 +239,8 @@ def _finished_run(folder, processor, summary: dict, n_rows: int):
 def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenizer(tmp_path, processor):
     recipe = {"family": "qwen3_vl", "layers": 8, "seed": 0, "batch_size": 24, "lr": 1e-3, "merge_size": 2}
     summary = {**recipe, "drophead": 0.2, "steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}
-    args = SimpleNamespace(**recipe, drophead=0.2)
+    depth = depth_recipe(None)  # the saved run predates the depth recipe: its defaults
+    args = SimpleNamespace(**recipe, drophead=0.2, **depth)
     with pytest.raises(ValueError, match="holds no weights"):
         earlier_run(tmp_path, args, processor)
     _finished_run(tmp_path, processor, summary, 3)
@@ -246,7 +248,11 @@ def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenize
     assert cycles == [{"steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}]
     assert [(row["step"], row["cycle"]) for row in rows] == [("1", 1), ("2", 1), ("3", 1)]
     with pytest.raises(ValueError, match=r"'drophead': \(0.2, 0.0\)"):
-        earlier_run(tmp_path, SimpleNamespace(**recipe, drophead=0.0), processor)
+        earlier_run(tmp_path, SimpleNamespace(**recipe, drophead=0.0, **depth), processor)
+    with pytest.raises(ValueError, match=r"'option_smoothing': \(0.0, 0.005\)"):
+        earlier_run(
+            tmp_path, SimpleNamespace(**recipe, drophead=0.2, **(depth | {"option_smoothing": 0.005})), processor
+        )
     with pytest.raises(ValueError, match="not the one this code builds"):
         earlier_run(tmp_path, args, build_processor("llava"))
     _finished_run(tmp_path, processor, summary, 2)

@@ -65,6 +65,9 @@ PATCH_SIZE, MERGE_SIZE, TEMPORAL_PATCH = 16, 4, 2
 # The graded toys' merge: Qwen3-VL's own 2 x 2, so a 64-px panel, cell or single image is 2 x 2 tokens.
 MERGE_SIZES = (MERGE_SIZE, 2)
 MIN_PIXELS, MAX_PIXELS = 64 * 64, 512 * 512  # one to 64 image tokens; our stimuli are 64-192 px
+# The depth recipe's settings as every toy before it was trained (train.py --image-word-layer, --image-word-weight,
+# --layer-image-drop, --option-smoothing): image words at the input, no layer image drop, no smoothing.
+DEPTH_DEFAULTS = {"image_word_layer": 0, "image_word_weight": 0.5, "layer_image_drop": 0.0, "option_smoothing": 0.0}
 
 
 def chat_template(image: str = QWEN_IMAGE) -> str:

@@ -18,7 +18,7 @@ from transformers import AutoConfig
 
 from helpers.stimuli.corpora import STRIP_COLUMNS, STRIP_PANELS
 from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
-from helpers.toy.build import LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
+from helpers.toy.build import DEPTH_DEFAULTS, LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
 
 TASK_NAMES = {
@@ -77,7 +77,38 @@ def card_text(folder: Path) -> str:
             f"| {TASK_NAMES[kind]} | {metric.replace('_', ' ')} | {target} | {r['value']:.3f} "
             f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
         )
-    return "\n".join([*lines, "", verdict, "", *_pointing_lines(summary)])
+    return "\n".join([*lines, "", verdict, "", *_probe_lines(summary), *_pointing_lines(summary)])
+
+
+def _probe_lines(summary: dict) -> list[str]:
+    """The depth and saturation profile (helpers.toy.probe) measured at the end of the run; absent from runs
+    before the probe existed (`python -m helpers.toy.probe toy-<name>` measures them)."""
+    profile = summary.get("probe")
+    if not profile:
+        return []
+    k = profile["k"]
+    odds = profile["clean log-odds"]
+    lines = [
+        f"## Depth and saturation (helpers/toy/probe.py; {profile['n_items']} `{profile['corpus']}` item pairs)",
+        "",
+        "| layer | " + " | ".join(str(layer) for layer in range(len(profile["layer ncs"]))) + " |",
+        "|---|" + "---|" * len(profile["layer ncs"]),
+        "| NCS, image hidden from this layer | " + " | ".join(f"{v:.3f}" for v in profile["layer ncs"]) + " |",
+        "| NCS, layers 0 to this one | " + " | ".join(f"{v:.3f}" for v in profile["cumulative ncs"]) + " |",
+        "",
+        f"- The largest single layer carries {profile['largest layer share']:.2f} of the NCS of hiding every layer "
+        f"({profile['all layers ncs']:.3f}).",
+        f"- Clean log-odds of the correct letter on matched items: median {odds['median']:.2f} nats (10-90 %: "
+        f"{odds['p10']:.2f}-{odds['p90']:.2f}); median P(correct) {profile['clean p median']:.5f}.",
+    ]
+    for size, random in profile["random"].items():
+        lines.append(
+            f"- {size} uniform random heads (20 sets): NCS {random['ncs']['mean']:.4f} +- {random['ncs']['sd']:.4f}, "
+            f"matched P drop {random['p drop']['mean']:.4f} +- {random['p drop']['sd']:.4f}, "
+            f"log-odds drop {random['log-odds drop']['mean']:.2f} +- {random['log-odds drop']['sd']:.2f} nats"
+            + (" (k)." if int(size) == k else " (2k).")
+        )
+    return [*lines, ""]
 
 
 def _pointing_lines(summary: dict) -> list[str]:
@@ -134,9 +165,16 @@ def _training_line(summary: dict) -> str:
 def _command(summary: dict) -> str:
     """The training command's arguments that made this toy (runs from before the graded recipe had merge 4 and
     no DropHead, the defaults then)."""
+    depth = "".join(
+        f" --{key.replace('_', '-')} {summary[key]:g}"
+        for key, default in DEPTH_DEFAULTS.items()
+        if summary.get(key, default) != default
+    )
+    origin = summary.get("initialised_from")
+    depth = (f" --init-from {origin['toy']}" if origin else "") + depth
     return (
         f"--family {summary['family']} --seed {summary['seed']} --max-minutes {summary['max_minutes']:g} "
-        f"--merge-size {summary.get('merge_size') or MERGE_SIZE} --drophead {summary.get('drophead') or 0:g}"
+        f"--merge-size {summary.get('merge_size') or MERGE_SIZE} --drophead {summary.get('drophead') or 0:g}" + depth
     )
 
 
@@ -164,12 +202,42 @@ def _recipe_lines(summary: dict) -> list[str]:
         lines.append(
             f"- Image tokens: patch 16, merge {merge} x {merge}: a 64-px region is {tokens} tokens ({reason})."
         )
+    lines += _depth_recipe_lines(summary)
     p = summary.get("drophead")
     if p:
         lines.append(
             f"- DropHead p = {p:g} on every text layer (each head's output dropped per sequence, the kept heads "
             "rescaled; Zhou et al. 2020, arXiv 2004.13342), constant instead of their schedule: redundancy, so that "
             "no single head carries the image alone; p fixed before training at one head in five per sequence."
+        )
+    return lines
+
+
+def _depth_recipe_lines(summary: dict) -> list[str]:
+    """The depth recipe's settings (TRAINING.md, issue #54) where a run used them."""
+    lines = []
+    origin = summary.get("initialised_from")
+    if origin:
+        lines.append(
+            f"- Started from the weights of `{origin['toy']}` ({origin['steps']} steps), not from an initialisation."
+        )
+    if summary.get("image_word_weight", DEPTH_DEFAULTS["image_word_weight"]) == 0:
+        lines.append("- No image-word loss: no word is trained to be decodable from the image tokens.")
+    elif summary.get("image_word_layer"):
+        lines.append(
+            f"- Image words read after {summary['image_word_layer']} layers, not at the language model's input: "
+            "object words become decodable from image tokens in middle layers, as in real VLMs (Neo et al. 2024)."
+        )
+    if summary.get("layer_image_drop"):
+        lines.append(
+            f"- Layer image drop p = {summary['layer_image_drop']:g}: per sequence and text layer, the image hidden "
+            "from every head of the layer (LayerDrop's rate, Fan et al. 2019), so that no single layer must read it."
+        )
+    if summary.get("option_smoothing"):
+        eps = summary["option_smoothing"]
+        lines.append(
+            f"- Label smoothing among the four option letters, eps = {eps:g}: P(correct) trained to {1 - eps:g} "
+            "(the paper's model near 0.995 on matched items, its Table 11)."
         )
     return lines
 

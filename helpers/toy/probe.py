@@ -13,7 +13,8 @@ Two properties decide it (shared/design.md, "Depth" and "Calibration"):
   random set that moves the log-odds by a nat moves P(c) by 2e-5; near 5 nats, by 7e-3.
 
 NCS per set is the mean over item pairs of drop(matched) - drop(mismatched) (helpers.measures.necessity).
-Every number comes from one batched call of mask_items per arm: 1 + 2L + 2 x RANDOM_SETS head-sets.
+Every number comes from one necessity_run (both arms, 2L + 2 x RANDOM_SETS head-sets, through the result
+cache): notebook 06 keeps it with its other runs; training checkpoints pass a throwaway cache.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import numpy as np
 
 from helpers.engine.loading import load_model
 from helpers.measures.controls import any_layer_sets
-from helpers.measures.necessity import mask_items
+from helpers.measures.necessity import ARMS, necessity_run
 from helpers.stimuli.design import k_for
-from helpers.stimuli.prepared import items_of
+from helpers.storage.cache import ResultCache
+from helpers.storage.paths import CACHE
 
 RANDOM_SETS = 20  # uniform random sets per size (k and 2k)
 PROBE_SEED = 4321  # the items (seed of items_of) and the random sets; training draws items from seeds >= 10_000
@@ -60,7 +62,9 @@ def spread(values: np.ndarray) -> dict:
     return {"mean": float(values.mean()), "sd": float(values.std(ddof=1))}
 
 
-def depth_profile(lm, n_items: int = 40, corpus: str = "co", seed: int = PROBE_SEED, k: int | None = None) -> dict:
+def depth_profile(
+    lm, cache: ResultCache, n_items: int = 40, corpus: str = "co", seed: int = PROBE_SEED, k: int | None = None
+) -> dict:
     """The probe on `n_items` matched / mismatched pairs of single-image MCQs of `corpus` (see the module doc).
 
     Returns {"n_items", "k", "layer ncs" [L], "cumulative ncs" [L], "all layers ncs", "largest layer share",
@@ -71,12 +75,9 @@ def depth_profile(lm, n_items: int = 40, corpus: str = "co", seed: int = PROBE_S
     rng = np.random.default_rng(seed)
     random = {size: any_layer_sets((n_layers, n_heads), size, RANDOM_SETS, rng) for size in (k, 2 * k)}
     sets = np.concatenate([layer_sets(n_layers, n_heads), *random.values()])  # [2L + 2R, L, H]
-    p_clean, p_masked = {}, {}
-    for arm in ("matched", "mismatched"):
-        items = list(items_of(f"single_{arm}", corpus, n_items, seed))
-        run = mask_items(lm, items, sets, rows="all")
-        p_clean[arm] = correct_p(run["p_clean"], run["correct"])  # [N]
-        p_masked[arm] = correct_p(run["p_masked"], run["correct"])  # [N, n]
+    run = necessity_run(lm, corpus, n_items, seed, sets, "all", cache)
+    p_clean = {arm: correct_p(run[f"{arm}_p_clean"], run[f"{arm}_correct"]) for arm in ARMS}  # [N]
+    p_masked = {arm: correct_p(run[f"{arm}_p_masked"], run[f"{arm}_correct"]) for arm in ARMS}  # [N, n]
     drops = {arm: p_clean[arm][:, None] - p_masked[arm] for arm in p_clean}  # [N, n]
     ncs = (drops["matched"] - drops["mismatched"]).mean(axis=0)  # [n]
     clean_odds = log_odds(p_clean["matched"])  # [N]
@@ -143,7 +144,7 @@ def main():
     parser.add_argument("--n-items", type=int, default=40)
     parser.add_argument("--corpus", default="co")
     args = parser.parse_args()
-    profile = depth_profile(load_model(args.model), args.n_items, args.corpus)
+    profile = depth_profile(load_model(args.model), ResultCache(CACHE), args.n_items, args.corpus)
     print(profile_line(profile))
     print(json.dumps(profile, indent=2))
 

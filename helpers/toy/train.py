@@ -42,6 +42,7 @@ import argparse
 import csv
 import json
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -55,8 +56,9 @@ from helpers.engine.item import LETTERS
 from helpers.engine.loading import load_model
 from helpers.engine.mcq import option_token_ids
 from helpers.stimuli.corpora import Item, SyntheticCorpus
-from helpers.storage.paths import TOY_MODEL, TOY_MODELS, toy_folder
-from helpers.toy.build import FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
+from helpers.storage.cache import ResultCache
+from helpers.storage.paths import CACHE, TOY_MODEL, TOY_MODELS, toy_folder
+from helpers.toy.build import DEPTH_DEFAULTS, FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.evaluate import evaluate, pointing_audit
 from helpers.toy.probe import depth_profile, log_columns, profile_line
@@ -177,7 +179,7 @@ PROMPT_LOSS_WEIGHT = 0.3  # next-token loss on the prompt text, beside the answe
 # the cell's letter): the words the questions use. Then "what is in panel 3" and "which cell shows the
 # red star" are matches of a word to a token that carries it, and the answer copies the matched token's
 # other words (see image_word_loss).
-IMAGE_WORD_WEIGHT = 0.5
+IMAGE_WORD_WEIGHT = DEPTH_DEFAULTS["image_word_weight"]
 # The depth recipe (TRAINING.md, "Reading across depth, answering at the paper's confidence") reads the image
 # words from the image tokens' hidden state after --image-word-layer layers instead of the input (0), so that
 # no word is decodable where layer 0 could copy it.
@@ -363,9 +365,9 @@ class Recipe:
     2019, arXiv 1906.02629): a letter answer's target is 1 - eps on the correct letter and eps / 3 on each
     other letter, nothing on the rest of the vocabulary, so the four-letter P(correct) is trained to 1 - eps."""
 
-    image_word_layer: int = 0
-    image_word_weight: float = IMAGE_WORD_WEIGHT
-    option_smoothing: float = 0.0
+    image_word_layer: int = DEPTH_DEFAULTS["image_word_layer"]
+    image_word_weight: float = DEPTH_DEFAULTS["image_word_weight"]
+    option_smoothing: float = DEPTH_DEFAULTS["option_smoothing"]
 
 
 def letter_answer_loss(
@@ -590,14 +592,8 @@ def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
 
 
 def depth_recipe(args) -> dict:
-    """The depth recipe's settings of a run (`args` None: their defaults, the recipe of every toy before it)."""
-    defaults = Recipe()
-    return {
-        "image_word_layer": args.image_word_layer if args else defaults.image_word_layer,
-        "image_word_weight": args.image_word_weight if args else defaults.image_word_weight,
-        "layer_image_drop": args.layer_image_drop if args else 0.0,
-        "option_smoothing": args.option_smoothing if args else defaults.option_smoothing,
-    }
+    """The depth recipe's settings of a run (`args` None: DEPTH_DEFAULTS, the recipe of every toy before it)."""
+    return {key: getattr(args, key) if args else default for key, default in DEPTH_DEFAULTS.items()}
 
 
 def initialised_from(name: str) -> dict:
@@ -659,14 +655,23 @@ def main():
         "--drophead", type=float, default=DEFAULT_DROPHEAD, help="DropHead probability per head (add_drophead)"
     )
     parser.add_argument(
-        "--image-word-layer", type=int, default=0, help="hidden state the image-word loss reads (0: the input)"
+        "--image-word-layer",
+        type=int,
+        default=DEPTH_DEFAULTS["image_word_layer"],
+        help="hidden state the image-word loss reads (0: the input)",
     )
     parser.add_argument("--image-word-weight", type=float, default=IMAGE_WORD_WEIGHT, help="0 drops that loss")
     parser.add_argument(
-        "--layer-image-drop", type=float, default=0.0, help="per sequence and layer, P(image hidden from the layer)"
+        "--layer-image-drop",
+        type=float,
+        default=DEPTH_DEFAULTS["layer_image_drop"],
+        help="per sequence and layer, P(image hidden from the layer)",
     )
     parser.add_argument(
-        "--option-smoothing", type=float, default=0.0, help="label smoothing among the four option letters"
+        "--option-smoothing",
+        type=float,
+        default=DEPTH_DEFAULTS["option_smoothing"],
+        help="label smoothing among the four option letters",
     )
     parser.add_argument(
         "--init-from",
@@ -773,7 +778,8 @@ def main():
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
             save_model(model, processor, model_dir)
-            profile = depth_profile(load_model(str(model_dir)))
+            with tempfile.TemporaryDirectory() as scratch:  # each checkpoint is a new model: nothing to reuse
+                profile = depth_profile(load_model(str(model_dir)), ResultCache(scratch))
             row.update(log_columns(profile))
             print(json.dumps(row), flush=True)
             print(profile_line(profile), flush=True)
@@ -820,7 +826,7 @@ def main():
         **depth_recipe(args),
         **({"initialised_from": initialised_from(args.init_from)} if args.init_from else {}),
         "results": results,
-        "probe": depth_profile(load_model(str(model_dir))),
+        "probe": depth_profile(load_model(str(model_dir)), ResultCache(CACHE)),
         "pointing": pointing_results,
     }
     (model_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
