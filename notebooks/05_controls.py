@@ -88,7 +88,7 @@ steer, mask = exp.steer, exp.mask
 
 
 def stream(template: str, **fields):
-    """The named random stream of one analysis (helpers/sizes.STREAMS) under the run's seed."""
+    """The named random stream of one analysis (helpers/runner/sizes.STREAMS) under the run's seed."""
     return sizes.stream(P.seed, template, **fields)
 
 
