@@ -109,6 +109,7 @@ from helpers.studies.region_contrast import (
 )
 from helpers.studies.resolution import resolution_table, single_head_run, summary_sentence
 from helpers.studies.verdicts import AUDIT_RANGES, judge
+from helpers.toy.probe import depth_profile
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
@@ -136,6 +137,7 @@ for name in P.models:
     audit.append({"model": name, "family": lm.adapter.family, **row})
     means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward)
     single = single_head_run(lm, P.eval_corpus, n_single, P.seed, cache)
+    probe = depth_profile(lm, cache, sizes.probe_items(P), P.eval_corpus, P.seed)
     compared = [*CAUSAL, *suite_names.values(), *(TABLE16 if row["passes"] else ())]
     spill = spill_notes({s: sets[s] for s in compared})
     evaluation = Evaluation(lm, P.eval_corpus, P.n_items, P.seed, cache, P.sets_per_forward, P.beta)
@@ -143,7 +145,7 @@ for name in P.models:
     results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
     curves[name] = sweeps(evaluation, means["co-ref-qsp"], k_top, P.ks, P.betas)
     results[name]["claim tables"] = claim_tables(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward, runs)
-    results[name] |= {"flagged": row["flagged"], "spill": spill, "single head": single}
+    results[name] |= {"flagged": row["flagged"], "spill": spill, "single head": single, "probe": probe}
     suite_sets = {native: sets[s] for native, s in suite_names.items()}
     if row["passes"]:  # Table 16 on the models whose grid passes the audit only
         cm_sets = {s: sets[s] for s in TABLE16}

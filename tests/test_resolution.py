@@ -11,6 +11,7 @@ from helpers.runner import params, sizes
 from helpers.studies.cross_model import controls_of
 from helpers.studies.resolution import (
     NOT_RUN,
+    PROBE_COLUMNS,
     causal_cells,
     monotone,
     prints_as_zero,
@@ -174,3 +175,15 @@ def test_single_head_items_by_profile_and_smoke():
         p = params.validate(dict(profile=profile, smoke=smoke))
         expected = sizes.SINGLE_HEAD_ITEMS[profile]
         assert sizes.single_head_items(p) == (min(expected, sizes.SMOKE_SINGLE_HEAD_ITEMS) if smoke else expected)
+
+
+def test_probe_columns_read_the_profile_and_are_nan_without_one():
+    profile = {
+        "k": 11,
+        "largest layer share": 0.42,
+        "clean log-odds": {"median": 5.1, "p10": 4.0, "p90": 6.0},
+        "random": {11: {"ncs": {"mean": 0.01, "sd": 0.006}, "log-odds drop": {"mean": 0.5, "sd": 1.2}}, 22: {}},
+    }
+    row = resolution_row({"runs": _runs(), "probe": profile})
+    assert [row[column] for column in PROBE_COLUMNS] == [0.42, 5.1, 0.006, 1.2]
+    assert all(np.isnan(resolution_row({"runs": _runs()})[column]) for column in PROBE_COLUMNS)

@@ -41,6 +41,9 @@ PAPER_SIZES = {
 # takes SMOKE_SINGLE_HEAD_ITEMS whatever the profile.
 SINGLE_HEAD_ITEMS = {"default": 20, "paper": 40}
 SMOKE_SINGLE_HEAD_ITEMS = 4
+# Item pairs of 06's depth probe per model (helpers.toy.probe: one forward per layer, per cumulative layer range
+# and per random k- or 2k-set); a smoke run takes SMOKE_SINGLE_HEAD_ITEMS.
+PROBE_ITEMS = {"default": 40, "paper": 40}
 
 # R per analysis: {profile: R} where R is an int or the notebook parameter that gives it; an analysis
 # whose referring + query-span rows use another R lists it under "ref-qsp".
@@ -85,6 +88,12 @@ def single_head_items(params) -> int:
     """Item pairs of 06's single-head profile under the run's profile (SINGLE_HEAD_ITEMS; smoke: at most
     SMOKE_SINGLE_HEAD_ITEMS)."""
     size = SINGLE_HEAD_ITEMS[params.profile]
+    return min(size, SMOKE_SINGLE_HEAD_ITEMS) if params.smoke else size
+
+
+def probe_items(params) -> int:
+    """Item pairs of 06's depth probe under the run's profile (PROBE_ITEMS; smoke: SMOKE_SINGLE_HEAD_ITEMS)."""
+    size = PROBE_ITEMS[params.profile]
     return min(size, SMOKE_SINGLE_HEAD_ITEMS) if params.smoke else size
 
 

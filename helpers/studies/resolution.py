@@ -32,6 +32,7 @@ DIGITS = 3  # the tables' float_format "%.3f"
 # The measure family of every per-item run 06 keeps ([N, 1 + R]: S, then its random sets)
 MEASURE_KINDS = {"ncs": "NCS", "NCS_grid": "NCS", "cers": "CERS", "symmetric CERS": "CERS"}
 NOT_RUN = "not run in 06"
+PROBE_COLUMNS = ("largest layer share", "clean log-odds median", "random k NCS SD", "random k log-odds SD")
 
 
 def prints_as_zero(values, digits: int = DIGITS) -> np.ndarray:
@@ -146,6 +147,22 @@ def single_head_summary(profile: dict | None, threshold: float = MIN_EFFECT) -> 
     }
 
 
+def probe_summary(profile: dict | None) -> dict:
+    """The depth probe's columns (helpers.toy.probe.depth_profile): the largest single layer's share of the
+    whole image's NCS, the median clean log-odds of the correct letter, and the SD over uniform random k-sets
+    of NCS (in P) and of the matched log-odds drop; NaN where no probe was run."""
+    if profile is None:
+        return dict.fromkeys(PROBE_COLUMNS, np.nan)
+    random = profile["random"][profile["k"]]
+    values = (
+        profile["largest layer share"],
+        profile["clean log-odds"]["median"],
+        random["ncs"]["sd"],
+        random["log-odds drop"]["sd"],
+    )
+    return dict(zip(PROBE_COLUMNS, values))
+
+
 def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | None = None) -> dict:
     """One model's row: `result` is 06's results[name] ("runs", "audit", optionally "flagged", "spill" and
     "single head"), `contrasts` its Table 16 runs (None when it failed the audit), `sweeps` optional
@@ -161,6 +178,7 @@ def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | N
         | mismatched_drops(result["runs"])
         | {f"{name} monotone": sweep_monotone(sweeps.get(name)) for name in ("NCS vs k", "CERS vs beta")}
         | single_head_summary(result.get("single head"))
+        | probe_summary(result.get("probe"))
     )
 
 
