@@ -707,15 +707,20 @@ def main():
         parser.error(str(error))
     model_dir.mkdir(parents=True, exist_ok=True)
     processor = build_processor(args.family, args.merge_size)
+    origin = None  # the toy an --init-from run started from, kept through its restarts
     if args.restart:
         try:
             earlier_cycles, earlier_rows = earlier_run(model_dir, args, processor)
         except ValueError as error:
             parser.error(str(error))
+        origin = json.loads((model_dir / "heldout_accuracy.json").read_text()).get("initialised_from")
         model = AutoModelForImageTextToText.from_pretrained(model_dir)
     elif args.init_from:
         earlier_cycles, earlier_rows = [], []
         source = toy_folder(args.init_from)
+        if source is None or not (source / "heldout_accuracy.json").is_file():
+            parser.error(f"--init-from {args.init_from!r} is not a trained toy: give toy or toy-<name>")
+        origin = initialised_from(args.init_from)
         if AutoProcessor.from_pretrained(source).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
             parser.error(f"--init-from {args.init_from}: its tokenizer is not the one this code builds")
         model = AutoModelForImageTextToText.from_pretrained(source)
@@ -824,7 +829,7 @@ def main():
         "merge_size": args.merge_size,
         "drophead": args.drophead,
         **depth_recipe(args),
-        **({"initialised_from": initialised_from(args.init_from)} if args.init_from else {}),
+        **({"initialised_from": origin} if origin else {}),
         "results": results,
         "probe": depth_profile(load_model(str(model_dir)), ResultCache(CACHE)),
         "pointing": pointing_results,
