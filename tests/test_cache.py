@@ -252,9 +252,11 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
     root = project_root(Path(cache_module.__file__))
     kept_only = {name for name in used if not _decides_results(name, root)}
     assert kept_only == {
+        "helpers.engine.copy_ledger",
         "helpers.storage.cache",
         "helpers.storage.code_hash",
         "helpers.storage.files",
+        "helpers.storage.ledger",
         "helpers.storage.paths",
         "helpers.storage.workers",
     }

@@ -150,3 +150,15 @@ def test_the_wait_counts_the_copies_done_and_the_time_left(tmp_path, monkeypatch
     shown = progress.line("04_ncs", 42, 100, 30.0, 6.0, 2)
     assert shown == "      04_ncs: 42 of about 100 copies (42%), about 3 min left (at 6000.0 ms a copy in make bench)"
     assert progress.line("04_ncs", 42, 100, 21.0, None, 2).endswith("about 0 min left (at 1000.0 ms a copy so far)")
+
+
+@pytest.mark.notebooks
+def test_no_copy_is_computed_twice_in_a_smoke_run(smoke_run):
+    """The smoke run's ledger (run.json): every notebook that runs copies counts them, and no (model, item, head-set,
+    masking, row group, keys) copy is computed in two places, across notebooks included."""
+    run = json.loads((smoke_run["folder"] / "notebooks" / "run.json").read_text())["ledger"]
+    for notebook in ("03_cers", "04_ncs", "05_controls", "06_cross_model", "08_methods"):
+        record = run["notebooks"][notebook]
+        assert record["computed"] + record["read_back"] > 0, notebook
+        assert record["computed"] == 0 or record["flops"] > 0 and record["calls"] > 0, notebook
+    assert run["duplicates"] == 0, run["duplicated"]
