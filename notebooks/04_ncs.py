@@ -99,8 +99,9 @@ shown = report.table(
 print(findings.versus_random_sentence(table3, "NCS"))
 
 # %% [markdown]
-# Table 11: each arm's clean and masked P(correct) and its drop for S; S's NCS with a paired 95%
-# percentile bootstrap over items (`n_boot` resamples), the interval the paper's caption gives here.
+# Table 11: each arm's clean and masked P(correct) and its drop for S, each drop and S's NCS with a 95%
+# percentile bootstrap over items (`n_boot` resamples; NCS paired across the arms), the intervals the paper's
+# caption gives here.
 
 # %%
 arms = []
@@ -110,7 +111,9 @@ for s, run in runs.items():
         correct = run[f"{arm}_correct"]
         row[f"P clean {arm}"] = np.take_along_axis(run[f"{arm}_p_clean"], correct[:, None], 1).mean()
         row[f"P masked {arm}"] = np.take_along_axis(run[f"{arm}_p_masked"][:, 0], correct[:, None], 1).mean()
-        row[f"{arm} drop"] = drop(run, arm)[:, 0].mean()
+        row[f"{arm} drop"], row[f"{arm} drop low"], row[f"{arm} drop high"] = bootstrap_interval(
+            np.mean, (drop(run, arm)[:, 0],), P.n_boot, P.seed
+        )
     matched, mismatched = drop(run, "matched")[:, 0], drop(run, "mismatched")[:, 0]
     row["NCS"], row["NCS low"], row["NCS high"] = bootstrap_interval(
         lambda m, mm: (m - mm).mean(), (matched, mismatched), P.n_boot, P.seed
