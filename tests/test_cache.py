@@ -250,6 +250,8 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
     } <= used
     assert "helpers.measures.discovery" not in used and "helpers.figures" not in used
     root = project_root(Path(cache_module.__file__))
+    adapters = {f"helpers.engine.adapters.{path.stem}" for path in (root / "helpers/engine/adapters").glob("*.py")}
+    assert {name.removesuffix(".__init__") for name in adapters} <= used  # every family's module is engine code
     kept_only = {name for name in used if not _decides_results(name, root)}
     assert kept_only == {
         "helpers.engine.copy_ledger",
