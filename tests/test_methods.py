@@ -22,7 +22,7 @@ from helpers.measures.methods import (
     rank_agreement,
 )
 from helpers.measures.methods.cached import method_items, method_score
-from helpers.measures.methods.ceiling import half_split_ceiling
+from helpers.measures.methods.ceiling import half_split_ceiling, shared_across_halves
 from helpers.measures.methods.common import mean_score
 from helpers.measures.methods.gaze import gaze_from_panel_mass, panel_variants
 from helpers.measures.methods.localization import (
@@ -295,19 +295,19 @@ def test_holm_reach_sentence_names_the_floor_and_the_r_needed():
     assert "no method can pass under Holm there (NCS vs layer-matched)" in text and "from R = 39 random sets" in text
 
 
-def test_methods_ceiling_sentence_compares_each_method_with_its_own_ceiling():
-    matrix = pd.DataFrame(
-        {
-            "method": ["gaze", "ver", "half-split ceiling"],
-            "gaze": [4.0, 1.0, 3.5],
-            "ver": [1.0, 4.0, 0.5],
-            "co-ref-qsp": [2.0, 1.0, 3.0],
-            "cm-ref-qsp": [0.0, 3.0, 2.0],
-        }
+def test_methods_ceiling_sentence_compares_each_method_with_its_own_ceiling_across_halves():
+    across = pd.DataFrame(
+        {"gaze": [3.5, 1.0], "ver": [1.0, 0.5], "co-ref-qsp": [2.0, 1.0], "cm-ref-qsp": [0.0, 0.54]},
+        index=["gaze", "ver"],
     )
-    text = findings.methods_ceiling_sentence(matrix, 4)
-    assert "gaze 3.5 / 2 (co-ref-qsp); ver 0.5 / 3 (cm-ref-qsp)" in text
+    ceilings = pd.Series({"gaze": 3.5, "ver": 0.5, "co-ref-qsp": 3.0, "cm-ref-qsp": 2.0})
+    text = findings.methods_ceiling_sentence(across, ceilings, 4)
+    assert "gaze 3.5 / 2.0 (co-ref-qsp); ver 0.5 / 1.0 (gaze)" in text
     assert "median 2.5 (range 2.0-3.0)" in text and "reaches their own ceiling: ver." in text
+    halves = [(np.array([[3.0, 2.0, 1.0]]), np.array([[1.0, 2.0, 3.0]]))] * 2  # one column, two equal splits
+    other = [(np.array([[1.0, 2.0, 3.0]]), np.array([[3.0, 2.0, 1.0]]))] * 2
+    np.testing.assert_array_equal(shared_across_halves(halves, halves, 1), [0, 0])  # its halves disagree
+    np.testing.assert_array_equal(shared_across_halves(halves, other, 1), [1, 1])  # first half vs other's second
 
 
 def test_methods_damage_sentence_counts_the_cards_passes():

@@ -163,24 +163,24 @@ def holm_reach_sentence(stats: pd.DataFrame, n_random: dict[str, int], needed: i
     return text
 
 
-def methods_ceiling_sentence(matrix: pd.DataFrame, k: int) -> str:
-    """Notebook 08's overlap matrix (rows: methods, then "half-split ceiling"; columns: methods and settings): each
-    method's half-split ceiling beside its largest overlap with another column, and the methods whose largest
-    overlap with another method or setting reaches their own ceiling (as close to it as to a second half of their
-    own strips)."""
-    table = matrix.set_index("method")
-    ceiling = table.loc["half-split ceiling"]
-    methods = [m for m in table.index if m != "half-split ceiling"]
+def methods_ceiling_sentence(across_halves: pd.DataFrame, ceilings: pd.Series, k: int) -> str:
+    """Notebook 08: each method's half-split ceiling beside its largest overlap with another column across the same
+    kind of halves (`across_halves`: rows methods, columns methods and settings; a method's top-k on one half
+    against the column's top-k on the other, helpers.measures.methods.ceiling.shared_across_halves), and the
+    methods whose largest such overlap reaches their own ceiling (as close to another column as to a second half
+    of their own strips). `ceilings`: column -> half-split ceiling."""
+    methods = list(across_halves.index)
     parts, reached = [], []
     for method in methods:
-        others = table.loc[method].drop(method)
+        others = across_halves.loc[method].drop(method)
         nearest = others.idxmax()
-        parts.append(f"{method} {ceiling[method]:.1f} / {others[nearest]:.0f} ({nearest})")
-        if np.isfinite(ceiling[method]) and others[nearest] >= ceiling[method]:
+        parts.append(f"{method} {ceilings[method]:.1f} / {others[nearest]:.1f} ({nearest})")
+        if np.isfinite(ceilings[method]) and round(others[nearest], 1) >= round(ceilings[method], 1):
             reached.append(method)
-    settings = ceiling.drop(methods)
+    settings = ceilings.drop(methods)
     return (
-        f"This run, top-{k}: each method's half-split ceiling / its largest overlap with another method or setting: "
+        f"This run, top-{k} on disjoint halves of the items: each method's half-split ceiling / its largest overlap "
+        "with another method or setting across halves: "
         + "; ".join(parts)
         + f". The settings' ceilings: median {settings.median():.1f} (range {settings.min():.1f}-"
         f"{settings.max():.1f}). Methods whose largest overlap reaches their own ceiling: {_names(reached)}."
