@@ -359,8 +359,9 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # "same-band", S's count in each third of the layers (jing-bi/visual-head); "uniform-excluding", k heads
 # from all heads outside S (baekingeol/OCR_Head; what Retrieval_Head and SparseMM intend, their exclusion
 # never matching); "uniform-overlapping", k heads from all heads, S's included (Hallucination-Attribution);
-# and "unseeded", the overlapping draw under 20 seeds (Retrieval_Head and SparseMM set no seed), one random
-# set per seed as those repositories mask one per run. Each scheme draws R sets per setting from its
+# and "unseeded", the overlapping draw under 20 seeds (Retrieval_Head sets no seed; SparseMM's harness seeds
+# Python's random with 0, so its draw is one fixed uniform-overlapping draw), one random
+# set per seed as Retrieval_Head masks one per run. Each scheme draws R sets per setting from its
 # named stream (its column; the unseeded row pools its seeds' sets); the layer-matched row is Table 3's
 # run, read back. NCS only: CERS would need every scheme's steering runs (as many forwards again).
 # Verdict: Holm across the 12 settings of a scheme (helpers/studies/verdicts.py); `significant` is
@@ -438,17 +439,22 @@ print(scheme_sentence)
 # %% [markdown]
 # ## The field's masking implementations: does the way a head is masked change the verdict?
 # The paper masks a head by adding −inf to its attention logits on the image's keys (`hide`). Published
-# code masks differently (helpers/engine/masking.py re-implements each from its released code): zeroing the
-# head's queries, so its attention spreads uniformly over every key the causal mask leaves (`query_zero`:
-# Retrieval_Head, SparseMM); zeroing the head's output (`output_zero`: VERA); dropping the image keys'
-# post-softmax weights without renormalising (`rescale`, factor 0: Hallucination-Attribution); and setting
-# the head's logits to 0 after the causal mask was added (`leaky_uniform`: jing-bi/visual-head), which
-# spreads attention over future positions too, a leak reproduced here on purpose. Each implementation masks
-# the referring + query-span sets and the ordinal + last-token set of the COCO-like corpus (the paper's rows
-# where necessity separates the settings, and one where it does not) and their R layer-matched random sets
-# (R in its column); the `hide` rows are Table 3's runs, read back. Leak columns, on the first matched item:
-# the largest logit change at the rows before the image, the part of it that comes from the image's pixels
-# (0 under a causal mask) and the attention mass the masked heads put on later positions, per row.
+# code masks differently (helpers/engine/masking.py re-implements each; helpers/studies/masking_comparison.py
+# VARIANTS credits each to the code and the rows it uses): zeroing the head's queries, so its attention spreads
+# uniformly over every key the causal mask leaves, at every row as SparseMM does (`query_zero (every row)`) and
+# only at the last prompt row and the generated rows as Retrieval_Head does (`query_zero (last row)`: the MCQ
+# reads its answer at the last row); zeroing the head's output (`output_zero`: VERA); this project's own
+# variant `rescale x0 (ours)`, dropping the image keys' post-softmax weights without renormalising
+# (Hallucination-Attribution, whose rescaling this borrows, scales image attention up instead); and setting the
+# head's logits to 0 after the causal mask was added (`leaky_uniform`: jing-bi/visual-head), which spreads
+# attention over future positions too, a leak reproduced here on purpose. Each implementation masks the
+# referring + query-span sets and the ordinal + last-token set of the COCO-like corpus (the paper's rows where
+# necessity separates the settings, and one where it does not) and their R layer-matched random sets (R in its
+# column); the `hide` rows are Table 3's runs, read back. Verdict: verdicts.judge on the rank p Holm-adjusted
+# across the three sets of a masking, with its reason. Leak columns, on the first matched item: the largest
+# logit change at the rows before the image, the part of it that comes from the image's pixels (0 under a causal
+# mask) and the attention mass the masked heads put on later positions per row, which follows from the
+# masking's definition (helpers.engine.leak), not read from the weights.
 
 # %%
 R_masking = sizes.n_random(P, "masking")

@@ -77,3 +77,22 @@ def test_no_module_that_prints_or_colours_a_verdict_decides_on_p_or_effect_by_it
         if hits:
             found[name] = hits
     assert not found, f"decided outside {RULE}: {found}"
+
+
+def test_the_masking_table_says_no_masking_can_change_a_verdict_below_the_holm_floor():
+    from helpers.studies.masking_comparison import masking_sentence, masking_table
+
+    row = {"S low": 0.6, "S high": 0.8, "random sd": 0.0001, "random min": 0.0, "random max": 0.0003, "z": 1000.0}
+    rows = [
+        {"masking": m, "setting": s, "S": ncs, "random mean": 0.0001, "R": r, "p": 1 / (r + 1), **row}
+        | {"of it from the image": 0.0}
+        for m, r in (("hide", 20), ("query_zero (last row)", 20))
+        for s, ncs in (("cm-ref-qsp", 0.7), ("co-ref-qsp", 0.6), ("co-ord-last", 0.3))
+    ]
+    table = masking_table(rows)  # Holm across 3 at R = 20: floor 3/21 = .143, where the old rule said "within"
+    assert set(table["verdict"]) == {"not interpretable"}
+    assert set(table["verdict reason"]) == {"Holm floor above alpha"}
+    assert "no set's verdict is interpretable (Holm floor above alpha at R = 20 for 3 sets)" in masking_sentence(table)
+    beating = masking_table([dict(r, R=60, p=1 / 61) for r in rows])  # floor 3/61 = .049
+    assert set(beating["verdict"]) == {"beats random"}
+    assert "under hide, 3 of 3 sets beat their random sets" in masking_sentence(beating)

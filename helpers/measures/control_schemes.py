@@ -13,9 +13,11 @@ code (read, not copied; the deviations are stated per function):
   what nightdessert/Retrieval_Head and CR400AF-A/SparseMM intend, their exclusion test never matching);
 - "uniform-overlapping": k heads from all heads, S's included (TianyunYoung/Hallucination-Attribution,
   OCR_Head by default, Retrieval_Head and SparseMM in effect); the distribution of any-layer, its own
-  stream;
+  stream. SparseMM's draw is seeded: its harness (lmms-eval/lmms_eval/__main__.py, `--seed` default
+  "0,1234,1234,1234", passed to lmms_eval/evaluator.py `simple_evaluate`) calls random.seed(0) before
+  `init_mask` draws, so it is one fixed draw of this distribution, not an unseeded one;
 - "unseeded": the uniform-overlapping draw under UNSEEDED_SEEDS different seeds, to show how far the
-  verdict of one unseeded draw (Retrieval_Head, SparseMM: no seed is set) depends on the seed.
+  verdict of one unseeded draw (Retrieval_Head: no seed is set) depends on the seed.
 
 Every draw is deterministic by its named stream of helpers/runner/sizes.py (STREAM_OF), keyed by the
 set's name (a setting's, in notebooks 05 and 07), so the notebook and the report card draw the same sets.
@@ -46,8 +48,7 @@ SOURCE = {
     "uniform-excluding": "baekingeol/OCR_Head: exp_masking.py: main (--is_all_random --no_intersection)",
     "uniform-overlapping": "TianyunYoung/Hallucination-Attribution: LLaVA/eval_scripts/analyze_attention_reweight.py: "
     "eval_model (--random_heads)",
-    "unseeded": "nightdessert/Retrieval_Head: needle_in_haystack_with_mask.py: construct_random_head; "
-    "CR400AF-A/SparseMM: sparsemm/sparsemm_utils.py: init_mask",
+    "unseeded": "nightdessert/Retrieval_Head: needle_in_haystack_with_mask.py: construct_random_head",
 }
 BOTTOM_Q = 5.0  # gaze-heads' --nongaze-percentile default
 N_BANDS = 3  # visual-head's early / middle / late
@@ -181,10 +182,10 @@ def unseeded_sets(
     streams "control-schemes/unseeded/<setting>/seed<j>"): what n_seeds unseeded runs might have drawn.
 
     Stands for nightdessert/Retrieval_Head (needle_in_haystack_with_mask.py, `construct_random_head`: no
-    seed is set, and a new set is drawn for every context length and depth of a run) and CR400AF-A/SparseMM
-    (sparsemm/sparsemm_utils.py, `init_mask`: no seed; every attention layer draws its own list and keeps
-    the heads of its own index, so the masked set's size varies around the nominal count). Both draw
-    uniformly with a duplicate check and an exclusion that never matches, hence the overlapping draw here."""
+    seed is set, and a new set is drawn for every context length and depth of a run), which draws uniformly
+    with a duplicate check and an exclusion that never matches, hence the overlapping draw here. Not for
+    CR400AF-A/SparseMM (sparsemm/sparsemm_utils.py, `init_mask`): its harness seeds Python's random with 0
+    (see the module docstring), so its draw is one fixed uniform-overlapping draw."""
     if n_seeds < 1:
         raise ValueError(f"n_seeds={n_seeds} must be >= 1")
     return np.stack(

@@ -1,12 +1,13 @@
 """The field's masking implementations side by side (notebook 05's masking table, issue 40).
 
-For each masking of helpers.engine.masking.MASKINGS and each chosen discovered set: NCS of S and of its
-layer-matched random sets with the image masked from the heads by that implementation (the paper's "hide"
-row is notebook 04's run, read back from the cache), the verdict by `verdicts.judge` on the rank p Holm-adjusted
-across the chosen sets within a masking (not interpretable where that Holm floor is above .05: then no masking
-can change a verdict), and the masking's leak on the first matched item: how much it changes the logits at the
-rows before the image, how much of that comes from the image itself (a causal mask gives 0), and the attention
-mass the masked heads place on later positions.
+For each masking of VARIANTS (helpers.engine.masking.MASKINGS at the rows each is credited with) and each chosen
+discovered set: NCS of S and of its layer-matched random sets with the image masked from the heads that way (the
+paper's "hide" row is notebook 04's run, read back from the cache), the verdict by `verdicts.judge` on the rank p
+Holm-adjusted across the chosen sets within a masking (not interpretable where that Holm floor is above .05: then
+no masking can change a verdict), and the masking's leak on the first matched item: how much it changes the logits
+at the rows before the image, how much of that comes from the image itself (a causal mask gives 0), and the
+attention mass the masked heads place on later positions (from the masking's definition, helpers.engine.leak:
+not read from the attention weights).
 """
 
 import numpy as np
@@ -15,7 +16,6 @@ import torch
 
 from helpers.engine import leak
 from helpers.engine.head_sets import on_device
-from helpers.engine.masking import MASKINGS
 from helpers.measures.controls import with_controls
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
@@ -23,43 +23,58 @@ from helpers.stimuli.prepared import item_batch, items_of
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, judge
 
+# The maskings compared: label -> (engine masking, query rows; None: the evaluation's rows), each as the code it
+# is credited to applies it.
+VARIANTS = {
+    # this paper: -inf on the image keys' logits (helpers/engine/masking.py, HIDE)
+    "hide": ("hide", None),
+    # CR400AF-A/SparseMM, sparsemm/qwen_model.py `qwen_flash_attn2_forward_Mask`: the query zeroed in every forward,
+    # so at every row
+    "query_zero (every row)": ("query_zero", None),
+    # nightdessert/Retrieval_Head, needle_in_haystack_with_mask.py: the prompt but its last token is run unmasked
+    # (`self.model_to_test(input_ids=input_ids[:,:-1], ...)`) and `decode` passes `block_list`, so the query is
+    # zeroed only at the last prompt row and the generated rows (faiss_attn/source/modeling_llama.py,
+    # `LlamaFlashAttention2.forward`); the MCQ reads its answer at the last row, so here: the last row
+    "query_zero (last row)": ("query_zero", "last"),
+    # the head's output zeroed (VERA), at every row
+    "output_zero": ("output_zero", None),
+    # this project's variant, not its authors' use: TianyunYoung/Hallucination-Attribution scales the image keys'
+    # weights UP (1.0-3.5) to reweight attention; factor 0 here drops them without renormalising
+    "rescale x0 (ours)": ("rescale", None),
+    # jing-bi/visual-head: the logits set to 0 after the causal mask was added (a leak, reproduced on purpose)
+    "leaky_uniform": ("leaky_uniform", None),
+}
+
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:
-    """One row per masking x setting: NCS of S against its random sets (`controls[setting]` [R, L, H]) and the
-    masking's leak for S on the first matched item of the evaluation corpus."""
+    """One row per masking (VARIANTS) x setting: NCS of S against its random sets (`controls[setting]` [R, L, H])
+    and the masking's leak for S on the first matched item of the evaluation corpus."""
     (item,) = items_of("single_matched", evaluation.corpus, 1, evaluation.seed)
     inputs = on_device(evaluation.lm, item_batch(evaluation.lm.processor, item).inputs)
+    last = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
+    last[:, -1] = True  # the one-item input has no pads: its last row reads the answer
     rows = []
-    for masking in MASKINGS:
+    for label, (masking, query_rows) in VARIANTS.items():
         for setting, head_set in sets.items():
-            values = ncs(evaluation.mask(with_controls(head_set, controls[setting]), masking=masking))  # [N, 1 + R]
-            measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking)
+            stack = with_controls(head_set, controls[setting])
+            values = ncs(evaluation.mask(stack, rows=query_rows, masking=masking))  # [N, 1 + R]
+            leak_rows = last if query_rows == "last" else "all"
+            measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking, rows=leak_rows)
             row = against_random(values[:, 0], values[:, 1:])
             rows.append(
                 {
-                    "masking": masking,
+                    "masking": label,
                     "setting": setting,
-                    **{
-                        k: row[k]
-                        for k in (
-                            "S",
-                            "S low",
-                            "S high",
-                            "random mean",
-                            "random sd",
-                            "random min",
-                            "random max",
-                            "R",
-                            "p",
-                            "z",
-                        )
-                    },  # fmt: skip
+                    **{k: row[k] for k in ROW_KEYS},
                     "logit change before the image": measured.logits,
                     "of it from the image": measured.from_image,
-                    "mass on later positions per row": measured.future_mass_per_row,
+                    "mass on later positions per row (by definition)": measured.future_mass_per_row,
                 }
             )
     return rows
+
+
+ROW_KEYS = ("S", "S low", "S high", "random mean", "random sd", "random min", "random max", "R", "p", "z")
 
 
 def masking_table(rows: list[dict]) -> pd.DataFrame:
