@@ -70,7 +70,9 @@ ROWS = (
 
 
 def protocol_table() -> pd.DataFrame:
-    """Table 28: per result, the notebook, head-set, evaluation data and N, R under each profile."""
+    """Table 28: per result, the notebook, head-set, evaluation data and N, R under each of this project's profiles
+    (the "paper" profile is this project's choice of sizes; the paper's own N and R per table are the reference
+    columns notebook 00 joins beside them)."""
     out = []
     for result, notebook, head_set, data, n, r in ROWS:
         row = {"result": result, "notebook": notebook}
@@ -78,7 +80,7 @@ def protocol_table() -> pd.DataFrame:
             p = notebook_sizes(notebook, profile)
             if profile == "default":
                 row |= {"head-set": head_set(p), "evaluation data": data(p)}
-            row |= {f"N ({profile})": n(p), f"R ({profile})": str(r(p))}
+            row |= {f"N ({profile} profile)": n(p), f"R ({profile} profile)": str(r(p))}
         out.append(row)
     return pd.DataFrame(out)
 
