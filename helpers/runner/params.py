@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
-from helpers.engine.model_files import missing_chat_template, missing_files, model_config, model_folder
+from helpers.engine.model_files import missing_chat_template, missing_files, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
 from helpers.runner import sizes
 from helpers.runner.sizes import CARD_SIZES
@@ -355,13 +355,10 @@ def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
 def model_adapter(model: str):
     """The engine's adapter of `model` from its config alone (no weights), or None for a hub id still to be
     downloaded; an unsupported family is refused, naming the model. Imports torch and transformers."""
-    from helpers.engine.adapters import adapter_for
+    from helpers.engine.adapters import adapter_from_files
 
-    config = model_config(model)
-    if config is None:
-        return None
     try:
-        return adapter_for(config)
+        return adapter_from_files(model)
     except ValueError as error:
         _fail("model", model, str(error))
 

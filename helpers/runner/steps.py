@@ -113,9 +113,9 @@ def _cross_model(p: dict) -> int:
 
 def _heads(model: str) -> int:
     """L * H candidate heads of `model` from its config (0 for a hub id not downloaded yet)."""
-    from helpers.runner.params import model_adapter  # imports torch and transformers
+    from helpers.engine.adapters import adapter_from_files  # imports torch and transformers
 
-    adapter = model_adapter(model)
+    adapter = adapter_from_files(model)
     return 0 if adapter is None else len(adapter.candidate_layers) * adapter.n_heads
 
 

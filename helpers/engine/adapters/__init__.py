@@ -19,7 +19,7 @@ The package, one module per family or group of families that share a layout: ``b
 the config readers), ``tiles`` (the tiling families' shared layout), ``qwen``, ``square_grid`` (PaliGemma),
 ``gemma3``, ``pixtral`` (Mistral 3), ``llava``, ``internvl`` (and Aya Vision), ``ovis2``, ``lfm2_vl``, ``anyres``
 (LLaVA-NeXT / OneVision), ``split_image`` (Idefics3 / SmolVLM), ``gemma4``, ``molmo2``; ``families`` (``ADAPTERS``,
-model type -> factory) and ``generic`` (``GenericAdapter``, ``adapter_for``).
+model type -> factory) and ``generic`` (``GenericAdapter``, ``adapter_for``, ``adapter_from_files``).
 """
 
 from helpers.engine.adapters.anyres import AnyResAdapter, ResampledView
@@ -27,7 +27,13 @@ from helpers.engine.adapters.base import Adapter, Region, View, text_config_path
 from helpers.engine.adapters.families import ADAPTERS
 from helpers.engine.adapters.gemma3 import PAN_AND_SCAN, Gemma3Adapter
 from helpers.engine.adapters.gemma4 import Gemma4Adapter
-from helpers.engine.adapters.generic import NO_REGION_MAPPING, GenericAdapter, adapter_for, generic_adapter
+from helpers.engine.adapters.generic import (
+    NO_REGION_MAPPING,
+    GenericAdapter,
+    adapter_for,
+    adapter_from_files,
+    generic_adapter,
+)
 from helpers.engine.adapters.internvl import AyaVisionAdapter, InternVLAdapter
 from helpers.engine.adapters.lfm2_vl import Lfm2VlAdapter
 from helpers.engine.adapters.molmo2 import Molmo2Adapter
@@ -59,6 +65,7 @@ __all__ = [
     "SquareGridAdapter",
     "View",
     "adapter_for",
+    "adapter_from_files",
     "generic_adapter",
     "text_config_path",
 ]

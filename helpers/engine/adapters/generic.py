@@ -9,6 +9,7 @@ import torch
 
 from helpers.engine.adapters.base import Adapter, _image_token_id, _softmax_layers, _text_shape
 from helpers.engine.adapters.families import ADAPTERS
+from helpers.engine.model_files import model_config
 
 NO_REGION_MAPPING = (
     "{family} has no region mapping (pixel region -> image tokens): only the hand-written adapters "
@@ -113,3 +114,10 @@ def adapter_for(config, processor=None) -> Adapter:
     if config.model_type not in ADAPTERS:
         return generic_adapter(config)
     return ADAPTERS[config.model_type](config, getattr(processor, "image_processor", processor), processor)
+
+
+def adapter_from_files(name_or_path: str) -> Adapter | None:
+    """The adapter of a model from its config.json alone (no weights), or None for a hub id not on this machine
+    yet; an unsupported family raises (adapter_for)."""
+    config = model_config(name_or_path)
+    return None if config is None else adapter_for(config)
