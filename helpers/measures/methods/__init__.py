@@ -170,7 +170,8 @@ FACTS = {
         source="princeton-pli/QRHead: src/qrretriever/attn_retriever.py score_docs_per_head_for_detection, "
         "score_per_token_attention_to_query; exp_scripts/detection/detect_qrhead_lme.py lme_eval",
         query_rows="the query span (prompt text and chat suffix), attention averaged over its rows",
-        key_groups="each document's tokens (here each region's image tokens), minus the same with a null query 'N/A'",
+        key_groups="each document's tokens (here each region's image tokens), minus the same with a null query 'N/A' "
+        "(theirs in place of the whole query; here in place of the query span only)",
         aggregation="per doc: tokens below mean - 2 std dropped, sum; gold doc's score, mean over items",
         selection="top 16 heads",
         validation="retrieval (LongMemEval, CLIPPER recall; BEIR nDCG@10), long-context QA with the heads' retriever",

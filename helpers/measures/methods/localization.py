@@ -24,6 +24,12 @@ Deviations:
   (rows, cols) of the image tokens, so non-square Qwen grids work.
 - The aggregation over items (vote frequency of the ``per_item_top`` = 10 lowest-entropy heads) follows the paper's
   description; the repository analyses one item at a time.
+- Ties: on small models many heads of an item sit at an entropy of 0 (one component), more than ``per_item_top``, so
+  which of them vote is a tie-break. ``analyze_attention_file`` sorts its (layer, head)-ordered list with Python's
+  stable sort, so its ties go to the lower head index; here the same order, with entropies equal within
+  overlap.SCORE_TIE tied (theirs compare floats exactly, so float noise near 0 can reorder them).
+- ``analyze_attention_file`` also records a ``bottom_row_focus`` flag (every cell of the map's last row in a
+  component) but neither sorts nor filters by it (seilk/LocalizationHeads at 8ce33b0); it is not computed here.
 Images of fewer than 2 tokens (the toy's single-image items) and adapters without an image-token grid are refused.
 """
 

@@ -19,7 +19,10 @@ chat suffix after it (to the last prompt token); the null item has the query spa
 
 Deviations: the documents are image regions, not text paragraphs, and precede the query rows as the docs do; the
 BEIR variant (heads ranked by nDCG@10 of their doc ranking) is not reproduced, the LME score is; a document of a
-single token has no standard deviation (theirs: NaN, which drops the token and scores 0) and is kept whole.
+single token has no standard deviation (theirs: NaN, which drops the token and scores 0) and is kept whole; the null
+item replaces only the item's query span (the panel's name or label: "What is in N/A?") where theirs
+(``compose_scoring_prompt(self.null_query, docs)``) puts "N/A" in place of the whole query <q>, so here the
+question's frame stays in both prompts and cancels in the calibration.
 """
 
 from __future__ import annotations

@@ -100,7 +100,10 @@ def sparsemm_score(lm, items, max_new_tokens: int = 24) -> np.ndarray:
     Here: the regions are the item's boxes and their texts its labels (a strip's six panels: "red star", ...); the
     region's tokens are those overlapping its box. Deviations: the decoded token is matched as it decodes (a
     leading space included, as theirs; a sub-word piece like "p" can match "purple cross", as in theirs); the
-    stimuli's labels replace OCR chunks. Refused when no answer token of any item names exactly one region."""
+    stimuli's labels replace OCR chunks; a region's tokens are the cells its box overlaps, where their box-to-token
+    rule (qwen_visual_head.py: start = floor(x0 / cell), end = floor(x1 / cell) + 1, exclusive) adds a row and a
+    column of cells beyond a box whose far edges lie on cell edges (a panel covering 2 x 2 merged cells takes 3 x 3:
+    9 tokens, not 4). Refused when no answer token of any item names exactly one region."""
     return sparsemm_combine(sparsemm_per_item(lm, items, max_new_tokens))
 
 
