@@ -12,7 +12,7 @@ from helpers.measures import necessity, steering
 from helpers.runner import ledger as run_ledger
 from helpers.runner import progress
 from helpers.stimuli.corpora import load_corpus, single_image_items
-from helpers.storage import ledger
+from helpers.storage import ledger, workers
 from helpers.storage.cache import ResultCache
 
 SEED = 3
@@ -162,3 +162,12 @@ def test_no_copy_is_computed_twice_in_a_smoke_run(smoke_run):
         assert record["computed"] + record["read_back"] > 0, notebook
         assert record["computed"] == 0 or record["flops"] > 0 and record["calls"] > 0, notebook
     assert run["duplicates"] == 0, run["duplicated"]
+
+
+def test_forked_workers_write_their_own_lines(lm, sets, tmp_path, folder, monkeypatch):
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    necessity.necessity_run(lm, "co", 4, SEED, sets, "all", ResultCache(tmp_path / "cache"), chunk=1)
+    run = run_ledger.collect(folder)
+    assert run["computed"] == 4 * 2 * 3 and run["duplicates"] == 0  # items x arms x sets, each chunk once
+    masked = [p for p in folder.glob("nb.*.jsonl") if "necessity" in p.read_text()]
+    assert len(masked) == 2  # the kernel's process and its forked worker each computed chunks
