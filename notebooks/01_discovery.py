@@ -43,6 +43,8 @@ data_dir = None
 cache_dir = None
 
 # %%
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -61,7 +63,8 @@ lm = load_model(P.model, device=P.device, dtype=P.dtype)
 adapter = lm.adapter
 n_heads = len(adapter.candidate_layers) * adapter.n_heads
 k_top = k_for(n_heads, P.k)
-k_per_layer = max(1, round(k_top / len(adapter.candidate_layers)))
+# per layer: the fewest heads per layer that hold at least the flat k (the paper's top-3 of 36 layers, 108 >= 100)
+k_per_layer = math.ceil(k_top / len(adapter.candidate_layers))
 print(
     f"{P.model}: {adapter.family}, {len(adapter.candidate_layers)} candidate layers x {adapter.n_heads} heads "
     f"= {n_heads} heads; "

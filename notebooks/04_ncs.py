@@ -162,7 +162,7 @@ print(claims.sentences(P.out_dir, ("necessity follows the source",)))
 # ## Table 5: at which query rows does necessity act, and with which heads?
 # Left half: the COCO-like settings' flat S masked from the image at every row, only at the prompt's
 # question and option rows, or only at the last row. Right half: the top-k heads of every layer instead
-# (`per layer`, notebook 01's per-layer sets; the paper: top-3 of each of 36 layers, 108 heads), its NCS
+# (`per layer`, notebook 01's top-ceil(k / L) per layer; the paper: top-3 of each of 36 layers, 108 heads), its NCS
 # at every row and its CERS (β = `beta`) beside its random sets' mean CERS with the rank p. Each against
 # R layer-matched random sets (its column; the per-layer sets' draws are notebook 05's Table 13 draws);
 # 95% t-intervals over items. The paper reports co-ref-qsp's NCS as .126 at all rows, .140 at the question
