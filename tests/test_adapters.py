@@ -19,7 +19,7 @@ from transformers import (
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 from helpers.engine import ATTENTION, Read, adapter_for, load_model, probe, wrap_model
-from helpers.engine.adapters import GenericAdapter, generic_adapter
+from helpers.engine.adapters import GenericAdapter, adapter_from_files, generic_adapter
 from helpers.engine.loading import attn_implementation_for
 from tests.tiny_models import (
     CONFIGS,
@@ -118,6 +118,12 @@ def test_gemma_and_llava_grids():
     assert (llava.adapter.region_positions(inputs, (140, 90, 200, 100), (200, 100)) - first).tolist() == [15]
     with pytest.raises(ValueError, match="outside the centre crop"):
         llava.adapter.region_positions(inputs, (0, 0, 40, 40), (200, 100))
+
+
+def test_adapter_from_the_config_file_alone(tmp_path):
+    config = tiny_model("qwen3_vl", ATTENTION).config
+    config.save_pretrained(tmp_path)  # config.json only: no weights, no processor
+    assert adapter_from_files(str(tmp_path)) == adapter_for(config)
 
 
 @torch.no_grad()

@@ -1,5 +1,5 @@
 """The generic adapter of a family without a hand-written one (whole-image groups, no region mapping), and
-``adapter_for``: a config's hand-written adapter, else the generic one."""
+``adapter_for``: a config's hand-written adapter, else the generic one (``adapter_from_files``: from config.json)."""
 
 from __future__ import annotations
 
