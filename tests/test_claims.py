@@ -201,3 +201,16 @@ def test_a_claim_a_run_cannot_test_says_why_without_reading_its_table(tmp_path):
     assert table.loc["no steering advantage", "holds"] == NOT_TESTABLE
     assert table.loc["no steering advantage", "detail"] == why
     assert table.loc["source overlap", "holds"] == "yes"  # the others are judged as before
+
+
+def test_a_set_at_the_edge_of_a_wide_range_is_inside_and_named(tmp_path):
+    _fixture_tables(tmp_path)
+    cers = pd.read_csv(tmp_path / "table03_cers.csv")
+    cers.loc[0, ["S", "random min", "any-layer min"]] = [0.0, 0.0, 0.0]  # S at 0.000, the ranges 0.000-0.600
+    cers.to_csv(tmp_path / "table03_cers.csv", index=False)
+    row = claims.claims(tmp_path).set_index("claim").loc["random sets span S"]
+    assert row["holds"] == "yes"
+    assert (
+        "of them at an edge of a range >= 0.01 wide: cm-ord-last (layer-matched), cm-ord-last (any-layer)"
+        in (row["detail"])
+    )

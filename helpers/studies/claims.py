@@ -214,11 +214,24 @@ def _random_span(table):
     inside = sum(1 for v in calls.values() if v is True)
     outside = [f"{s} ({c})" for (s, c), v in calls.items() if v is False]
     tied = [f"{s} ({c})" for (s, c), v in calls.items() if v is None]
+    edge = [f"{s} ({c})" for (s, c), v in calls.items() if v is True and _at_edge(table, s, c)]
+    named = (
+        (f"of them at an edge of a range >= {MIN_EFFECT:g} wide", edge),
+        ("outside", outside),
+        ("tied at an edge", tied),
+    )
     detail = f"{inside} of {len(calls)} inside their range" + "".join(
-        f"; {what}: {', '.join(names)}" for what, names in (("outside", outside), ("tied at an edge", tied)) if names
+        f"; {what}: {', '.join(names)}" for what, names in named if names
     )
     holds = False if outside else (None if tied else True)
     return float(inside), detail, holds
+
+
+def _at_edge(table: pd.DataFrame, setting: str, control: str) -> bool:
+    """S prints as its random range's min or max (three decimals): inside, but only just."""
+    row = table.set_index("setting").loc[setting]
+    prefix = "random" if control == "layer-matched" else "any-layer"
+    return f"{row['S']:.3f}" in (f"{row[f'{prefix} min']:.3f}", f"{row[f'{prefix} max']:.3f}")
 
 
 def _separates(ncs, cers):
