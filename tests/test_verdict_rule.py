@@ -95,4 +95,6 @@ def test_the_masking_table_says_no_masking_can_change_a_verdict_below_the_holm_f
     assert "no set's verdict is interpretable (Holm floor above alpha at R = 20 for 3 sets)" in masking_sentence(table)
     beating = masking_table([dict(r, R=60, p=1 / 61) for r in rows])  # floor 3/61 = .049
     assert set(beating["verdict"]) == {"beats random"}
-    assert "under hide, 3 of 3 sets beat their random sets" in masking_sentence(beating)
+    assert "under hide, 3 of 3 sets beat their random sets: query_zero (last row) changes no verdict" in (
+        masking_sentence(beating)
+    )

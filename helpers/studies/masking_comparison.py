@@ -90,34 +90,37 @@ def masking_table(rows: list[dict]) -> pd.DataFrame:
 
 
 def masking_sentence(table: pd.DataFrame, reference: str = "hide") -> str:
-    """Which implementations change a set's verdict relative to `reference`, and which leak the image into the
-    rows before it (generated from the table)."""
+    """Which implementations change a set's verdict relative to `reference` (or, where no verdict under `reference`
+    is interpretable, only how far they move the NCS), and which leak the image into the rows before it."""
     verdicts = table.pivot(index="setting", columns="masking", values="verdict")
     ncs = table.pivot(index="setting", columns="masking", values="S")
+    reference_rows = table[table.masking == reference]
+    unread = bool((reference_rows.verdict == NOT_INTERPRETABLE).all())
     parts = []
-    for masking in [m for m in verdicts.columns if m != reference]:
+    for masking in [m for m in dict.fromkeys(table.masking) if m != reference]:
+        gap = f"largest NCS change {float((ncs[masking] - ncs[reference]).abs().max()):.3f}"
         changed = [
             f"{s} ({verdicts.loc[s, reference]} -> {verdicts.loc[s, masking]})"
             for s in verdicts.index
             if verdicts.loc[s, masking] != verdicts.loc[s, reference]
         ]
-        gap = float((ncs[masking] - ncs[reference]).abs().max())
-        said = f"changes the verdict of {', '.join(changed)}" if changed else "changes no verdict"
-        parts.append(f"{masking} {said} (largest NCS change {gap:.3f})")
-    leaking = table.groupby("masking")["of it from the image"].max()
+        if unread:
+            parts.append(f"{masking}: {gap}")
+        else:
+            said = f"changes the verdict of {', '.join(changed)}" if changed else "changes no verdict"
+            parts.append(f"{masking} {said} ({gap})")
+    leaking = table.groupby("masking", sort=False)["of it from the image"].max()
     leaks = [f"{m} ({v:.3g})" for m, v in leaking.items() if v > 0]
-    reference_rows = table[table.masking == reference]
     beats = int((reference_rows.verdict == BEATS).sum())
-    unread = reference_rows.verdict == NOT_INTERPRETABLE
     said = f"under {reference}, {beats} of {verdicts.shape[0]} sets beat their random sets"
-    if unread.all():
+    if unread:
         reasons = ", ".join(dict.fromkeys(reference_rows["verdict reason"]))
         said = (
             f"under {reference}, no set's verdict is interpretable ({reasons} at R = {int(table['R'].max())} for "
-            f"{verdicts.shape[0]} sets), so no implementation can change one; what they change is the NCS"
+            f"{verdicts.shape[0]} sets), so no implementation can change one; the NCS they give"
         )
     return (
-        f"This run: {said}; "
+        f"This run: {said}: "
         + "; ".join(parts)
         + ". Rows before the image change with the image itself (a leak) under: "
         + (", ".join(leaks) if leaks else "none")
