@@ -1,6 +1,8 @@
 """The copy ledger: each copy's digest, the lines a cached computation writes, the run's sums and duplicates."""
 
 import json
+import os
+import time
 
 import numpy as np
 import pytest
@@ -171,3 +173,19 @@ def test_forked_workers_write_their_own_lines(lm, sets, tmp_path, folder, monkey
     assert run["computed"] == 4 * 2 * 3 and run["duplicates"] == 0  # items x arms x sets, each chunk once
     masked = [p for p in folder.glob("nb.*.jsonl") if "necessity" in p.read_text()]
     assert len(masked) == 2  # the kernel's process and its forked worker each computed chunks
+
+
+def test_no_chunk_is_computed_by_two_workers(tmp_path, folder, monkeypatch):
+    """A claim found empty (its writer still filling it) is waited for, not taken over: no chunk computed twice,
+    even when chunks take no time and two processes meet at every claim."""
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    for run in range(10):
+        ResultCache(tmp_path / "cache").cached_chunks("x", {"run": run}, 40, 1, lambda a, b: {"v": np.arange(a, b)})
+    lines = [json.loads(t) for p in folder.glob("nb.*.jsonl") for t in p.read_text().splitlines()]
+    computed = [line["entry"] for line in lines if not line.get("read")]
+    assert len(computed) == len(set(computed)) == 10 * 40
+    empty = tmp_path / "filling.claim"
+    empty.touch()
+    assert not workers._is_stale(empty)  # being filled
+    os.utime(empty, (time.time() - 2 * workers.FILLING_SECONDS,) * 2)
+    assert workers._is_stale(empty)  # its writer died before filling it

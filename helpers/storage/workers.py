@@ -32,6 +32,9 @@ WORKERS_ENV = "HELPERS_WORKERS"  # processes per cached computation (default: th
 SHARD_ENV = "HELPERS_SHARD"  # "i/n": this process is shard i of n
 STALE_AFTER = 6 * 3600  # seconds after which a claim from another host counts as abandoned
 POLL_SECONDS = 0.2  # how often a process waiting for another's chunk looks again
+# a claim still unreadable this long after it was created lost its writer; one taken sooner was often being filled,
+# and two processes computed its chunk (47 of 800 instant chunks at 2 workers, the copy ledger's count)
+FILLING_SECONDS = 10.0
 
 Chunk = tuple[Path, Callable[[], None]]  # an entry's path, and the call that computes and saves it
 
@@ -87,12 +90,16 @@ def _claim(entry: Path) -> Path | None:
 def _is_stale(claim: Path) -> bool:
     """True when the claim's owner is gone (see the module docstring); False while it may still work."""
     try:
-        owner = json.loads(claim.read_text())
         age = time.time() - claim.stat().st_mtime
+        text = claim.read_text()
     except FileNotFoundError:
         return False  # released meanwhile
-    except (OSError, ValueError):
-        return True  # unreadable: its writer died between creating and filling it
+    except OSError:
+        return True  # unreadable
+    try:
+        owner = json.loads(text)
+    except ValueError:  # empty or cut short: its writer is filling it now, or died between creating and filling it
+        return age > FILLING_SECONDS
     if owner.get("host") != socket.gethostname():
         return age > STALE_AFTER
     try:
