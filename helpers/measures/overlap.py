@@ -16,15 +16,21 @@ from helpers.stimuli.design import parse_setting
 SCORE_TIE = 1e-6  # relative to the largest |score|: float32 scores carry ~1e-7 of relative noise
 
 
-def ranking(values: np.ndarray, descending: bool = True) -> np.ndarray:
-    """Flat indices of `values` in rank order: values equal within SCORE_TIE x max |value| (finite values) tie,
-    and ties go to the lower flat index. Infinite values keep their place at the ends."""
+def tie_keys(values: np.ndarray) -> np.ndarray:
+    """Flat rank keys of `values`: finite values on a grid of SCORE_TIE x max |value|, so values that close get one
+    key (a tie); infinite and NaN values kept as they are."""
     flat = np.asarray(values, dtype=np.float64).ravel()
     finite = np.isfinite(flat)
     scale = float(np.abs(flat[finite]).max()) if finite.any() else 0.0
     quantum = SCORE_TIE * scale if scale > 0 else 1.0
-    keys = np.where(finite, np.round(flat / quantum), flat)
-    return np.lexsort((np.arange(flat.size), -keys if descending else keys))
+    return np.where(finite, np.round(flat / quantum), flat)
+
+
+def ranking(values: np.ndarray, descending: bool = True) -> np.ndarray:
+    """Flat indices of `values` in rank order: ties (`tie_keys`) go to the lower flat index. Infinite values keep
+    their place at the ends."""
+    keys = tie_keys(values)
+    return np.lexsort((np.arange(keys.size), -keys if descending else keys))
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

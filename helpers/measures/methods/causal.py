@@ -25,7 +25,8 @@ from helpers.engine.head_sets import expand_item
 from helpers.engine.head_zeroing import zero_head_outputs
 from helpers.measures.methods.common import correct_batch, mean_score, need_items, p_correct
 from helpers.measures.necessity import single_heads
-from helpers.measures.stats import spearman
+from helpers.measures.overlap import tie_keys
+from helpers.measures.stats import TIE_TOLERANCE, spearman
 
 
 @torch.no_grad()
@@ -76,5 +77,8 @@ def attribution_score(lm, items) -> np.ndarray:
 
 
 def rank_agreement(score: np.ndarray, ablation: np.ndarray) -> float:
-    """Spearman's rank correlation over heads of ``score`` [L, H] with the ablation drop [L, H]."""
-    return spearman(np.ravel(score), np.ravel(ablation))
+    """Spearman's rank correlation over heads of ``score`` [L, H] with the ablation drop [L, H], ties by rule: drops
+    (differences in P(correct)) within stats.TIE_TOLERANCE of each other on its grid tie, so the many near-zero drops
+    rank as one tie, not by float noise; scores tie as top-k ties them (overlap.tie_keys)."""
+    drops = np.round(np.ravel(ablation) / (2 * TIE_TOLERANCE))
+    return spearman(tie_keys(score), drops)
