@@ -98,3 +98,30 @@ def test_the_masking_table_says_no_masking_can_change_a_verdict_below_the_holm_f
     assert "under hide, 3 of 3 sets beat their random sets: query_zero (last row) changes no verdict" in (
         masking_sentence(beating)
     )
+
+
+def test_a_table_of_verdicts_prints_the_same_with_inputs_perturbed_at_1e_7():
+    import numpy as np
+    import pandas as pd
+
+    from helpers.measures.stats import against_random, holm
+    from helpers.studies.verdicts import judge
+
+    rng = np.random.default_rng(6)
+    runs = {  # per-item values [N, 1 + R]: S tied with random sets at 0, S far above, S among varying random sets
+        "tied at 0": np.zeros((30, 21)),
+        "above": np.hstack([np.full((30, 1), 0.7), rng.uniform(0, 0.002, (30, 20))]),
+        "among": rng.uniform(0, 0.3, (30, 21)),
+    }
+
+    def printed(noise: float) -> str:
+        rows = []
+        for setting, values in runs.items():
+            shifted = values + noise * rng.random(values.shape)  # up to `noise`, upward: a -1e-7 prints as -0.000
+            rows.append({"setting": setting, **against_random(shifted[:, 0], shifted[:, 1:])})
+        table = pd.DataFrame(rows)
+        table["p Holm"] = holm(table["p"].to_numpy())
+        table["verdict"] = [judge(row, "p Holm", len(table)).outcome for row in table.to_dict("records")]
+        return table.to_csv(index=False, float_format="%.3f")
+
+    assert printed(0.0) == printed(1e-7) == printed(1e-7)
