@@ -9,11 +9,11 @@ Two properties decide it (shared/design.md, "Depth" and "Calibration"):
   the NCS of hiding every layer;
 - saturation: the clean log-odds of the correct letter against the other three on matched items
   (ln P(c) - ln(1 - P(c)), P renormalised over the four letters), and uniform random sets of k and 2k heads
-  (RANDOM_SETS each): the mean and SD over sets of NCS and of the matched log-odds drop. At log-odds 11 a
+  (PROBE_RANDOM_SETS each): the mean and SD over sets of NCS and of the matched log-odds drop. At log-odds 11 a
   random set that moves the log-odds by a nat moves P(c) by 2e-5; near 5 nats, by 7e-3.
 
 NCS per set is the mean over item pairs of drop(matched) - drop(mismatched) (helpers.measures.necessity).
-Every number comes from one necessity_run (both arms, 2L + 2 x RANDOM_SETS head-sets, through the result
+Every number comes from one necessity_run (both arms, 2L + 2 x PROBE_RANDOM_SETS head-sets, through the result
 cache): notebook 06 keeps it with its other runs; training checkpoints pass a throwaway cache.
 """
 
@@ -31,7 +31,7 @@ from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.storage.paths import CACHE
 
-RANDOM_SETS = 20  # uniform random sets per size (k and 2k)
+PROBE_RANDOM_SETS = 20  # uniform random sets per size (k and 2k)
 PROBE_SEED = 4321  # the items (seed of items_of) and the random sets; training draws items from seeds >= 10_000
 
 
@@ -73,7 +73,7 @@ def depth_profile(
     n_layers, n_heads = lm.adapter.n_layers, lm.adapter.n_heads
     k = k or k_for(n_layers * n_heads)
     rng = np.random.default_rng(seed)
-    random = {size: any_layer_sets((n_layers, n_heads), size, RANDOM_SETS, rng) for size in (k, 2 * k)}
+    random = {size: any_layer_sets((n_layers, n_heads), size, PROBE_RANDOM_SETS, rng) for size in (k, 2 * k)}
     sets = np.concatenate([layer_sets(n_layers, n_heads), *random.values()])  # [2L + 2R, L, H]
     run = necessity_run(lm, corpus, n_items, seed, sets, "all", cache)
     p_clean = {arm: correct_p(run[f"{arm}_p_clean"], run[f"{arm}_correct"]) for arm in ARMS}  # [N]
@@ -102,13 +102,13 @@ def depth_profile(
     }
     start = 2 * n_layers
     for size in random:
-        chosen = slice(start, start + RANDOM_SETS)
+        chosen = slice(start, start + PROBE_RANDOM_SETS)
         profile["random"][size] = {
             "ncs": spread(ncs[chosen]),
             "p drop": spread(p_drop[chosen]),
             "log-odds drop": spread(odds_drop[chosen]),
         }
-        start += RANDOM_SETS
+        start += PROBE_RANDOM_SETS
     return profile
 
 
