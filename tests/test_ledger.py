@@ -3,6 +3,7 @@
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +190,20 @@ def test_no_chunk_is_computed_by_two_workers(tmp_path, folder, monkeypatch):
     assert not workers._is_stale(empty)  # being filled
     os.utime(empty, (time.time() - 2 * workers.FILLING_SECONDS,) * 2)
     assert workers._is_stale(empty)  # its writer died before filling it
+
+
+def test_every_computation_is_a_place_and_an_earlier_runs_entry_one(folder):
+    """Duplicates: a chunk computed twice counts twice; a read of an entry this run computed is no copy computed
+    again; an earlier run's entry read twice is one place, and its copies computed here too are duplicates."""
+    copies = np.arange(5, dtype=np.uint64)
+    for _ in range(2):
+        with ledger.computing("necessity") as tally:
+            ledger.record_copies(copies, 1.0, 0.1)
+        ledger.chunk_computed(tally, Path("here.npz"))
+    ledger.chunk_read("necessity", Path("here.npz"), copies)
+    run = run_ledger.collect(folder)
+    assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 5, 5)
+    for _ in range(2):
+        ledger.chunk_read("steering", Path("earlier.npz"), np.arange(3, 8, dtype=np.uint64))  # copies 3, 4 again
+    run = run_ledger.collect(folder)
+    assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 15, 5 + 2)

@@ -4,8 +4,8 @@ A copy is one (model, item, head-set, masking, row group, keys) forward (helpers
 every notebook's kernel a ledger folder (kernel_manager), where the kernel and its chunk workers append what they
 computed and read back (helpers.storage.ledger). `collect` sums the lines per notebook and per computation (copies
 computed, copies read back, run_head_sets calls, CPU seconds, the copies' matmul FLOPs) and counts the duplicates:
-copies computed more than once in the run, across notebooks included. A copy is counted once per place it was
-computed: a cache entry (however often it is read back) or one run_head_sets call outside the cache.
+copies computed more than once in the run, across notebooks included. Each computation is a place of its own (a chunk
+two workers computed counts twice); an entry an earlier run computed is one place, however often it is read back.
 """
 
 import json
@@ -36,22 +36,27 @@ def collect(folder: Path) -> dict:
     """run.json's ledger from the lines under `folder`: per notebook its sums (SUMS) and per computation the same,
     `duplicates` (copies computed again after their first computation) and `duplicated` (which: first computed
     where, computed again where, how many)."""
+    lines = [
+        (path.name.split(".")[0], f"{path.name}:{number}", json.loads(text))
+        for path in sorted(Path(folder).glob("*.jsonl"))
+        for number, text in enumerate(path.read_text().splitlines())
+    ]
+    computed_entries = {line["entry"] for _, _, line in lines if not line.get("read")}
     notebooks, sources = {}, []
-    for path in sorted(Path(folder).glob("*.jsonl")):
-        notebook = path.name.split(".")[0]
-        for number, text in enumerate(path.read_text().splitlines()):
-            line = json.loads(text)
-            digests = np.frombuffer(bytes.fromhex(line["digests"]), dtype="<u8")
-            computations = notebooks.setdefault(notebook, {"computations": {}})["computations"]
-            sums = computations.setdefault(line["computation"], dict.fromkeys(SUMS, 0))
-            if line.get("read"):
-                sums["read_back"] += len(digests)
-            else:
-                sums["computed"] += len(digests)
-                for name in ("calls", "seconds", "copy_seconds", "flops"):
-                    sums[name] += line[name]
-            place = line["entry"] or f"{path.name}:{number}"  # an uncached call is a place of its own
-            sources.append((digests, place, line["time"], notebook, line["computation"]))
+    for notebook, place, line in lines:
+        digests = np.frombuffer(bytes.fromhex(line["digests"]), dtype="<u8")
+        computations = notebooks.setdefault(notebook, {"computations": {}})["computations"]
+        sums = computations.setdefault(line["computation"], dict.fromkeys(SUMS, 0))
+        if line.get("read"):
+            sums["read_back"] += len(digests)
+            if line["entry"] in computed_entries:
+                continue  # read back after this run computed it: no copy of it computed again
+            place = line["entry"]  # an entry of an earlier run, however often read: one place
+        else:
+            sums["computed"] += len(digests)
+            for name in ("calls", "seconds", "copy_seconds", "flops"):
+                sums[name] += line[name]
+        sources.append((digests, place, line["time"], notebook, line["computation"]))
     for record in notebooks.values():
         record.update({name: sum(c[name] for c in record["computations"].values()) for name in SUMS})
     duplicated = duplicates_of(sources)
