@@ -20,6 +20,7 @@ from helpers.stimuli.corpora import STRIP_COLUMNS, STRIP_PANELS
 from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
 from helpers.toy.build import DEPTH_DEFAULTS, LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
+from helpers.toy.probe import PROBE_RANDOM_SETS
 
 TASK_NAMES = {
     "strip_ord": "strip ordinal",
@@ -103,7 +104,8 @@ def _probe_lines(summary: dict) -> list[str]:
     ]
     for size, random in profile["random"].items():
         lines.append(
-            f"- {size} uniform random heads (20 sets): NCS {random['ncs']['mean']:.4f} +- {random['ncs']['sd']:.4f}, "
+            f"- {size} uniform random heads ({PROBE_RANDOM_SETS} sets): "
+            f"NCS {random['ncs']['mean']:.4f} +- {random['ncs']['sd']:.4f}, "
             f"matched P drop {random['p drop']['mean']:.4f} +- {random['p drop']['sd']:.4f}, "
             f"log-odds drop {random['log-odds drop']['mean']:.2f} +- {random['log-odds drop']['sd']:.2f} nats"
             + (" (k)." if int(size) == k else " (2k).")
