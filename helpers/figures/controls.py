@@ -119,7 +119,8 @@ def plot_mass_vs_cers(points: pd.DataFrame) -> plt.Figure:
 
 def plot_control_schemes(points: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> plt.Figure:
     """The control-scheme table as a figure: one panel per scheme, the settings along x; each random set's NCS
-    as a grey dot (jittered), S's as a red diamond, ringed where the scheme's unadjusted call is significant.
+    as a grey dot (jittered), S's as a red diamond, ringed where the scheme's unadjusted call (verdicts.judge on the
+    rank p over the scheme's distinct sets) beats random.
     points: columns scheme, setting, kind ("S" or "random"), NCS; verdicts: columns scheme, setting,
     significant (optional)."""
     schemes = list(dict.fromkeys(points["scheme"]))
@@ -141,7 +142,7 @@ def plot_control_schemes(points: pd.DataFrame, verdicts: pd.DataFrame | None = N
             hits = verdicts[(verdicts["scheme"] == scheme) & verdicts["significant"].astype(bool)]
             hit = discovered[discovered["setting"].isin(hits["setting"])]
             ax.scatter(hit["setting"].map(x_of), hit["NCS"], s=80, facecolors="none", edgecolors="black", lw=0.8,
-                       label="p <= .05, unadjusted")  # fmt: skip
+                       label="beats random (verdicts.judge), unadjusted")  # fmt: skip
         ax.axhline(0, color="black", lw=0.5)
         ax.set_title(scheme, fontsize=8)
         ax.tick_params(labelsize=6)
