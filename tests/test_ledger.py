@@ -104,9 +104,9 @@ def test_a_cached_computation_writes_its_copies_and_reads_them_back(lm, sets, tm
 
 
 def test_a_copy_computed_again_elsewhere_is_a_duplicate(lm, sets, tmp_path, folder):
-    cache = ResultCache(tmp_path / "cache")
-    steering.steering_run(lm, "co", 2, SEED, sets, 10.0, "all", cache, chunk=2)
-    steering.steering_run(lm, "co", 2, SEED, sets[1:], 10.0, "all", cache, chunk=2)  # sets 1, 2 again
+    steering.steering_run(lm, "co", 2, SEED, sets, 10.0, "all", ResultCache(tmp_path / "cache"), chunk=2)
+    other = ResultCache(tmp_path / "other")  # a cache without them
+    steering.steering_run(lm, "co", 2, SEED, sets[1:], 10.0, "all", other, chunk=2)  # sets 1, 2 again
     items = single_image_items(load_corpus("co"), 1, SEED, "matched")
     batch = build_batch(lm.processor, items)
     for _ in range(2):  # the same copies outside the cache, twice
@@ -210,9 +210,10 @@ def test_no_chunk_is_computed_by_two_workers(tmp_path, folder, monkeypatch):
     assert workers._is_stale(empty)  # its writer died before filling it
 
 
-def test_every_computation_is_a_place_and_an_earlier_runs_entry_one(folder):
+def test_every_computation_is_a_place_and_earlier_runs_entries_one(folder):
     """Duplicates: a chunk computed twice counts twice; a read of an entry this run computed is no copy computed
-    again; an earlier run's entry read twice is one place, and its copies computed here too are duplicates."""
+    again; earlier runs' entries, however often read, are one place, and their copies computed here too are
+    duplicates."""
     copies = np.arange(5, dtype=np.uint64)
     for _ in range(2):
         with ledger.computing("necessity") as tally:
@@ -223,5 +224,6 @@ def test_every_computation_is_a_place_and_an_earlier_runs_entry_one(folder):
     assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 5, 5)
     for _ in range(2):
         ledger.chunk_read("steering", Path("earlier.npz"), np.arange(3, 8, dtype=np.uint64))  # copies 3, 4 again
+    ledger.chunk_read("steering", Path("other.npz"), np.arange(6, 9, dtype=np.uint64))  # 6, 7 in earlier.npz too
     run = run_ledger.collect(folder)
-    assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 15, 5 + 2)
+    assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 18, 5 + 2)

@@ -5,7 +5,9 @@ every notebook's kernel a ledger folder (kernel_manager), where the kernel and i
 computed and read back (helpers.storage.ledger). `collect` sums the lines per notebook and per computation (copies
 computed, copies read back, run_head_sets calls, CPU seconds, the copies' matmul FLOPs) and counts the duplicates:
 copies computed more than once in the run, across notebooks included. Each computation is a place of its own (a chunk
-two workers computed counts twice); an entry an earlier run computed is one place, however often it is read back.
+two workers computed counts twice); the entries earlier runs computed are one place together (the cache as this run
+found it: a copy two of them hold, the chunk of a stack of head-sets and that of one set alone, was computed once),
+however often they are read back.
 """
 
 import json
@@ -18,6 +20,7 @@ from helpers.storage.ledger import LEDGER_ENV, NOTEBOOK_ENV
 
 COPY = "one (model, item, head-set, masking, row group, keys) forward copy (helpers/engine/copy_ledger.py)"
 SUMS = ("computed", "read_back", "calls", "seconds", "copy_seconds", "flops")
+EARLIER = "the cache before this run"  # the one place of every copy read back from an earlier run's entry
 
 
 def kernel_manager(folder: Path, notebook: str):
@@ -41,7 +44,9 @@ def collect(folder: Path) -> dict:
         for path in sorted(Path(folder).glob("*.jsonl"))
         for number, text in enumerate(path.read_text().splitlines())
     ]
-    computed_entries = {line["entry"] for _, _, line in lines if not line.get("read")}
+    computed = [line for _, _, line in lines if not line.get("read")]
+    parts_saved = {entry for line in computed for entry in line.get("stored", ())}  # helpers.storage.ledger.part_saved
+    computed_entries = {line["entry"] for line in computed} | parts_saved
     notebooks, sources = {}, []
     for notebook, place, line in lines:
         digests = np.frombuffer(bytes.fromhex(line["digests"]), dtype="<u8")
@@ -51,7 +56,7 @@ def collect(folder: Path) -> dict:
             sums["read_back"] += len(digests)
             if line["entry"] in computed_entries:
                 continue  # read back after this run computed it: no copy of it computed again
-            place = line["entry"]  # an entry of an earlier run, however often read: one place
+            place = EARLIER  # the entries of earlier runs, however often read: one place
         else:
             sums["computed"] += len(digests)
             for name in ("calls", "seconds", "copy_seconds", "flops"):

@@ -104,11 +104,11 @@ class ResultCache:
 
     def load(self, name: str, params: dict) -> dict[str, np.ndarray] | None:
         """The stored arrays, or None when absent; a corrupt entry is deleted and reported as absent."""
-        entry = self._load_entry(name, params)
+        entry = self.load_entry(name, params)
         return None if entry is None else entry[0]
 
-    def _load_entry(self, name: str, params: dict) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-        """load's arrays and the digests of the copies computed for them (none for an entry saved without)."""
+    def load_entry(self, name: str, params: dict) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """load's arrays and the digests of the copies they hold (none for an entry saved without)."""
         path = self.path(name, params)
         if not path.exists():
             return None
@@ -197,7 +197,7 @@ class ResultCache:
 
     def _read_back(self, name: str, key: dict, label: str) -> dict[str, np.ndarray] | None:
         """A chunk's arrays when on disk, its copies then counted in the ledger as read back (computation `label`)."""
-        entry = self._load_entry(name, key)
+        entry = self.load_entry(name, key)
         if entry is None:
             return None
         ledger.chunk_read(label, self.path(name, key), entry[1])
@@ -210,6 +210,6 @@ class ResultCache:
         def save() -> None:
             with ledger.computing(label) as tally:
                 arrays = {k: np.asarray(v) for k, v in compute(start, stop).items()}
-            ledger.chunk_computed(tally, self.save(name, key, arrays, tally.all_digests()))
+            ledger.chunk_computed(tally, self.save(name, key, arrays, tally.held_digests()))
 
         return save

@@ -8,7 +8,10 @@ it forks, appends JSON lines to <folder>/<notebook>.<pid>.jsonl (helpers.runner.
   their run_head_sets calls, matmul FLOPs and CPU seconds, the chunk's CPU seconds, and the copies' digests;
 - run_head_sets calls outside any cached computation: the same per call, no entry, the computation named after the
   code that asked for them;
-- a chunk read back from the cache: its computation, entry, copies and their digests (kept in the entry).
+- a chunk read back from the cache: its computation, entry, copies and their digests (kept in the entry);
+- a part of a chunk being computed read back from an entry of its own (a head-set's chunk alone,
+  helpers.measures.set_chunks): the same as a chunk read back; the parts such a chunk saves as entries of their own are
+  named in its line (`stored`), and its entry keeps the digests of the copies it read back as well as computed.
 
 Without LEDGER_ENV nothing is written; the digests still go into each chunk's cache entry.
 """
@@ -44,6 +47,8 @@ class Tally:
 
     computation: str
     digests: list = field(default_factory=list)  # one [n] uint64 array per run_head_sets call
+    drawn: list = field(default_factory=list)  # one array per part read back from an entry of its own (part_read)
+    stored: list = field(default_factory=list)  # the entries of the parts saved on their own (part_saved)
     calls: int = 0
     flops: float = 0.0
     copy_seconds: float = 0.0  # CPU seconds inside run_head_sets
@@ -57,7 +62,12 @@ class Tally:
         self.copy_seconds += seconds
 
     def all_digests(self) -> np.ndarray:
+        """The copies computed inside the chunk."""
         return np.concatenate(self.digests) if self.digests else np.zeros(0, dtype=np.uint64)
+
+    def held_digests(self) -> np.ndarray:
+        """The copies the chunk's entry holds: computed inside it or read back as its parts."""
+        return np.concatenate([self.all_digests(), *self.drawn])
 
 
 _OPEN: list[Tally] = []  # the chunks this process is computing, innermost last
@@ -105,7 +115,38 @@ def chunk_computed(tally: Tally, entry: Path) -> None:
     """A chunk computed here and saved as `entry`."""
     line = {"computation": tally.computation, "entry": str(entry), "calls": tally.calls, "flops": tally.flops}
     seconds = {"copy_seconds": tally.copy_seconds, "seconds": tally.seconds}
-    _write({**line, **seconds, "digests": _hex(tally.all_digests())})
+    _write({**line, **seconds, "stored": tally.stored, "digests": _hex(tally.all_digests())})
+
+
+@contextmanager
+def recorded():
+    """Around part of the chunk being computed: yields a list that then holds the digests of each run_head_sets call
+    made inside the block, one array per call (they count in the chunk as any other)."""
+    tally, calls = _chunk(), []
+    before = len(tally.digests)
+    yield calls
+    calls.extend(tally.digests[before:])
+
+
+def part_read(entry: Path, digests: np.ndarray) -> None:
+    """A part of the chunk being computed read back from the cache entry `entry`, holding the copies `digests`."""
+    tally = _chunk()
+    tally.drawn.append(np.asarray(digests, dtype=np.uint64))
+    chunk_read(tally.computation, entry, digests)
+
+
+def part_saved(entry: Path) -> None:
+    """A part of the chunk being computed, its copies computed here, saved as the cache entry `entry` of its own."""
+    _chunk().stored.append(str(entry))
+
+
+def _chunk() -> Tally:
+    """The chunk this process is computing (the innermost)."""
+    if not _OPEN:
+        raise RuntimeError(
+            "parts of a chunk are read and saved only inside its computation (ResultCache.cached_chunks)"
+        )
+    return _OPEN[-1]
 
 
 def chunk_read(name: str, entry: Path, digests: np.ndarray) -> None:
