@@ -12,7 +12,7 @@ the heads of S (bias HIDE on the image keys, at the query rows of a row group), 
 The mismatched arm carries the damage that masking does to any prompt, so it cancels. The text arm
 (the prompt states the answer) is the control of the other direction: hiding the prompt text
 (keys="text") from a head-set measures how much the set carries text (Table 12). Per-item, per-set
-probabilities are cached on disk in chunks of items.
+probabilities are cached on disk in chunks of items, each set's also on its own (helpers.measures.set_chunks).
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ import torch
 
 from helpers.engine.attention import HIDE
 from helpers.engine.interventions import letter_probs_under
-from helpers.measures.steering import head_sets_key
+from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
 from helpers.stimuli.corpora import Item
 from helpers.stimuli.prepared import (
     clean_probs,
@@ -111,13 +111,16 @@ def necessity_run(
         code_module=__name__,
     )
 
-    def compute(start, stop):
+    def compute_sets(sets, start, stop):
         out = {}
         for arm in arms:
             items = items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop]
-            masked = mask_items(lm, items, head_sets, rows, sets_per_forward, keys, clean=False, masking=masking)
+            masked = mask_items(lm, items, sets, rows, sets_per_forward, keys, clean=False, masking=masking)
             out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
+
+    def compute(start, stop):  # the sets another stack computed read back (set_chunks)
+        return chunk_of_sets(cache, "necessity", key, head_sets, start, stop, compute_sets)
 
     def prepare(start, stop):
         for arm in arms:

@@ -10,15 +10,15 @@ P is renormalised over the four option letters. With beta = HIDE the same two ru
 instead, which gives the region-contrast necessity NCS_grid = P(c | d hidden) - P(c | c hidden).
 
 One distractor per item, drawn by seed from the three other cells. Per-item, per-set probabilities
-are cached on disk in chunks of items, so every statistic over sets and items is computed afterwards.
+are cached on disk in chunks of items (each set's also on its own: helpers.measures.set_chunks), so every statistic
+over sets and items is computed afterwards.
 """
-
-import hashlib
 
 import numpy as np
 import torch
 
 from helpers.engine.interventions import letter_probs_under
+from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
 from helpers.stimuli.corpora import LETTERS, Item
 from helpers.stimuli.prepared import (
     clean_probs,
@@ -81,12 +81,6 @@ def steer_items(
     return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
 
-def head_sets_key(head_sets: np.ndarray) -> str:
-    """A short hash of a stack of head-sets [n, L, H], for cache keys."""
-    head_sets = np.asarray(head_sets, dtype=bool)
-    return f"{head_sets.shape}:{hashlib.sha256(np.packbits(head_sets).tobytes()).hexdigest()[:16]}"
-
-
 def steering_run(
     lm,
     corpus: str,
@@ -107,9 +101,12 @@ def steering_run(
         code_module=__name__,
     )
 
-    def compute(start, stop):
+    def compute_sets(sets, start, stop):
         items = items_of("grid", corpus, n_items, seed)[start:stop]
-        return steer_items(lm, items, distractor_cells(items, seed), head_sets, beta, rows, sets_per_forward, False)
+        return steer_items(lm, items, distractor_cells(items, seed), sets, beta, rows, sets_per_forward, False)
+
+    def compute(start, stop):  # the sets another stack computed read back (set_chunks)
+        return chunk_of_sets(cache, "steering", key, head_sets, start, stop, compute_sets)
 
     def prepare(start, stop):
         remember_items(lm, items_of("grid", corpus, n_items, seed)[start:stop])

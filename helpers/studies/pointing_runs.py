@@ -10,7 +10,8 @@ from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
-from helpers.measures.steering import cers, distractor_cells, head_sets_key, steer_items
+from helpers.measures.set_chunks import head_sets_key
+from helpers.measures.steering import cers, distractor_cells, steer_items
 from helpers.runner import sizes
 from helpers.stimuli.pointing import EXPECTED, Task, audit_task, task_items
 from helpers.stimuli.prepared import model_identity
