@@ -256,7 +256,7 @@ def test_cached_runs_read_back_and_combine_as_the_methods(toy, tmp_path):
     entries = sorted((tmp_path / "methods").iterdir())
     assert len(entries) == 6  # 3 methods x 2 chunks
     saved, save = [], cache.save
-    cache.save = lambda name, key, arrays: saved.append(key["chunk"]) or save(name, key, arrays)
+    cache.save = lambda name, key, arrays, copies=None: saved.append(key["chunk"]) or save(name, key, arrays, copies)
     method_score(toy, "ver", 4, 0, cache, chunk=4)  # the first chunk of the larger run, read back
     assert saved == []
     method_score(toy, "retrieval", 4, 0, cache, chunk=4, min_recall=0.4)  # other parameters: another entry
