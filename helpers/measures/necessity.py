@@ -120,7 +120,7 @@ def necessity_run(
         return out
 
     def compute(start, stop):  # the sets another stack computed read back (set_chunks)
-        return chunk_of_sets(cache, "necessity", key, head_sets, start, stop, compute_sets)
+        return chunk_of_sets(cache, "necessity", key, head_sets, start, stop, chunk, compute_sets)
 
     def prepare(start, stop):
         for arm in arms:

@@ -106,7 +106,7 @@ def steering_run(
         return steer_items(lm, items, distractor_cells(items, seed), sets, beta, rows, sets_per_forward, False)
 
     def compute(start, stop):  # the sets another stack computed read back (set_chunks)
-        return chunk_of_sets(cache, "steering", key, head_sets, start, stop, compute_sets)
+        return chunk_of_sets(cache, "steering", key, head_sets, start, stop, chunk, compute_sets)
 
     def prepare(start, stop):
         remember_items(lm, items_of("grid", corpus, n_items, seed)[start:stop])
