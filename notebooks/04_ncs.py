@@ -225,9 +225,9 @@ table16 = report.table(region, "table16_region_contrast", P.out_dir, "table16_re
 
 # %%
 example_setting = "co-ref-qsp"
-contrast_example = grid_contrast(exp.lm, P.eval_corpus, P.seed, exp.with_controls(example_setting, 1))
+contrast_example = grid_contrast(exp.lm, P.eval_corpus, P.seed, exp.with_controls(example_setting, 1), exp.cache)
 report.figure(
     plot_grid_contrast(contrast_example, [f"S ({example_setting})", "random set 1"]), "fig01_causal_panel", P.out_dir
 )
-walk_through = causal_example(exp.lm, P.eval_corpus, P.seed, exp.discovered[example_setting], P.beta)
+walk_through = causal_example(exp.lm, P.eval_corpus, P.seed, exp.discovered[example_setting], P.beta, exp.cache)
 report.figure(plot_causal_example(walk_through, example_setting, P.beta), "fig08_cers_vs_ncs", P.out_dir)
