@@ -155,34 +155,16 @@ def test_the_wait_counts_the_copies_done_and_the_time_left(tmp_path, monkeypatch
     assert progress.line("04_ncs", 42, 100, 21.0, None, 2).endswith("about 0 min left (at 1000.0 ms a copy so far)")
 
 
-# The copies a smoke run still computes twice (issue 57, open): results are cached per stack of head-sets, so a set
-# inside another stack (S + the first r draws, where 03 and 05 run S + all R) is computed again. Measured on the
-# smoke run at dfe8e07: 4,168 of 41,720 copies, between these notebooks (either order; a notebook with itself).
-# The check can only tighten: a new pair or more copies fails it; removing the cause makes both sets empty.
-KNOWN_DUPLICATE_COPIES = 4168
-KNOWN_DUPLICATE_PAIRS = {
-    frozenset(pair)
-    for pair in (
-        ("03_cers", "05_controls"), ("03_cers", "06_cross_model"), ("03_cers", "07_protocol"),
-        ("04_ncs",), ("04_ncs", "05_controls"), ("04_ncs", "06_cross_model"),
-        ("05_controls", "06_cross_model"), ("05_controls", "08_methods"),
-        ("06_cross_model",), ("06_cross_model", "07_protocol"), ("06_cross_model", "08_methods"), ("08_methods",),
-    )
-}  # fmt: skip
-
-
 @pytest.mark.notebooks
-def test_no_copy_is_computed_twice_in_a_smoke_run_beyond_the_known_ones(smoke_run):
+def test_no_copy_is_computed_twice_in_a_smoke_run(smoke_run):
     """The smoke run's ledger (run.json): every notebook that runs copies counts them, and no (model, item, head-set,
-    masking, row group, keys) copy is computed in two places, across notebooks included, beyond the known ones."""
+    masking, row group, keys) copy is computed in two places, across notebooks included."""
     run = json.loads((smoke_run["folder"] / "notebooks" / "run.json").read_text())["ledger"]
     for notebook in ("03_cers", "04_ncs", "05_controls", "06_cross_model", "08_methods"):
         record = run["notebooks"][notebook]
         assert record["computed"] + record["read_back"] > 0, notebook
         assert record["computed"] == 0 or record["flops"] > 0 and record["calls"] > 0, notebook
-    pairs = {frozenset(d[place].split(":")[0] for place in ("first", "again")) for d in run["duplicated"]}
-    assert pairs <= KNOWN_DUPLICATE_PAIRS, pairs - KNOWN_DUPLICATE_PAIRS
-    assert run["duplicates"] <= KNOWN_DUPLICATE_COPIES, run["duplicated"]
+    assert run["duplicates"] == 0, run["duplicated"]
 
 
 def test_forked_workers_write_their_own_lines(lm, sets, tmp_path, folder, monkeypatch):
