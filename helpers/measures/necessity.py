@@ -12,7 +12,7 @@ the heads of S (bias HIDE on the image keys, at the query rows of a row group), 
 The mismatched arm carries the damage that masking does to any prompt, so it cancels. The text arm
 (the prompt states the answer) is the control of the other direction: hiding the prompt text
 (keys="text") from a head-set measures how much the set carries text (Table 12). Per-item, per-set
-probabilities are cached on disk in chunks of items, each set's also on its own (helpers.measures.set_chunks).
+probabilities are cached on disk in chunks of items, each set's also in parts of its own (helpers.measures.set_chunks).
 """
 
 import numpy as np
@@ -119,7 +119,7 @@ def necessity_run(
             out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
 
-    def compute(start, stop):  # the sets another stack computed read back (set_chunks)
+    def compute(start, stop):  # each set's part read back where another stack or run computed it (set_chunks)
         return chunk_of_sets(cache, "necessity", key, head_sets, start, stop, chunk, compute_sets)
 
     def prepare(start, stop):

@@ -10,7 +10,7 @@ P is renormalised over the four option letters. With beta = HIDE the same two ru
 instead, which gives the region-contrast necessity NCS_grid = P(c | d hidden) - P(c | c hidden).
 
 One distractor per item, drawn by seed from the three other cells. Per-item, per-set probabilities
-are cached on disk in chunks of items (each set's also on its own: helpers.measures.set_chunks), so every statistic
+are cached on disk in chunks of items (each set's also in parts: helpers.measures.set_chunks), so every statistic
 over sets and items is computed afterwards.
 """
 
@@ -105,7 +105,7 @@ def steering_run(
         items = items_of("grid", corpus, n_items, seed)[start:stop]
         return steer_items(lm, items, distractor_cells(items, seed), sets, beta, rows, sets_per_forward, False)
 
-    def compute(start, stop):  # the sets another stack computed read back (set_chunks)
+    def compute(start, stop):  # each set's part read back where another stack or run computed it (set_chunks)
         return chunk_of_sets(cache, "steering", key, head_sets, start, stop, chunk, compute_sets)
 
     def prepare(start, stop):

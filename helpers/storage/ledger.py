@@ -9,7 +9,7 @@ it forks, appends JSON lines to <folder>/<notebook>.<pid>.jsonl (helpers.runner.
 - run_head_sets calls outside any cached computation: the same per call, no entry, the computation named after the
   code that asked for them;
 - a chunk read back from the cache: its computation, entry, copies and their digests (kept in the entry);
-- a part of a chunk being computed read back from an entry of its own (a head-set's chunk alone,
+- a part of a chunk being computed read back from an entry of its own (a head-set's part,
   helpers.measures.set_chunks): the same as a chunk read back; the parts such a chunk saves as entries of their own are
   named in its line (`stored`), and its entry keeps the digests of the copies it read back as well as computed.
 
