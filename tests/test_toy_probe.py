@@ -12,8 +12,8 @@ from helpers.engine.mcq import option_token_ids
 from helpers.stimuli.prepared import items_of
 from helpers.storage.cache import ResultCache
 from helpers.storage.paths import toy_folder
+from helpers.toy.depth import LayerImageDrop, letter_answer_loss
 from helpers.toy.probe import PROBE_SEED, depth_profile, layer_sets, log_odds
-from helpers.toy.train import LayerImageDrop, letter_answer_loss
 
 N_ITEMS = 3
 

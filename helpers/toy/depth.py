@@ -1,0 +1,94 @@
+"""The depth recipe's training parts (TRAINING.md, "Reading across depth, answering at the paper's confidence"):
+the image-word loss read from a middle layer or dropped, structured dropout of the image across depth, label
+smoothing among the option letters, and a run started from another toy's weights (--init-from).
+"""
+
+import json
+from dataclasses import dataclass
+
+import torch
+
+from helpers.storage.paths import toy_folder
+from helpers.toy.build import DEPTH_DEFAULTS
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The loss settings of a run that the depth recipe changes (defaults: every toy before it).
+
+    image_word_layer: the hidden state the image-word loss reads (0: the language model's input);
+    image_word_weight: that loss's weight (0 drops it);
+    option_smoothing: label smoothing among the four option letters (Szegedy et al. 2016; Mueller et al.
+    2019, arXiv 1906.02629): a letter answer's target is 1 - eps on the correct letter and eps / 3 on each
+    other letter, nothing on the rest of the vocabulary, so the four-letter P(correct) is trained to 1 - eps."""
+
+    image_word_layer: int = DEPTH_DEFAULTS["image_word_layer"]
+    image_word_weight: float = DEPTH_DEFAULTS["image_word_weight"]
+    option_smoothing: float = DEPTH_DEFAULTS["option_smoothing"]
+
+
+def letter_answer_loss(
+    logits: torch.Tensor, letter_target: torch.Tensor, letter_ids: list[int], eps: float
+) -> torch.Tensor:
+    """[M]: the cross-entropy of each letter answer (logits [M, V] at the position that predicts it, letter_target
+    [M] its option index) against the smoothed target of Recipe.option_smoothing."""
+    log_probs = logits.log_softmax(dim=-1)[:, letter_ids]  # [M, 4]
+    target = torch.full_like(log_probs, eps / (len(letter_ids) - 1))
+    target.scatter_(1, letter_target[:, None], 1.0 - eps)
+    return -(target * log_probs).sum(dim=1)
+
+
+class LayerImageDrop:
+    """Structured dropout across depth on the image pathway: in training mode, per sequence and per text layer
+    independently with probability `p`, the image tokens are hidden from every head of that layer at every
+    query row (the engine's HIDE at row group "all", which the probe and NCS use). LayerDrop (Fan et al. 2019,
+    arXiv 1909.11556) drops whole layers at rate 0.1-0.5 so that none is indispensable; here only a layer's
+    access to the image is dropped, so that no single layer is where the image must be read. A forward pre-hook
+    on each layer's attention that edits its attention mask; set `image_keys` [B, T] before each forward."""
+
+    def __init__(self, model, p: float):
+        self.p, self.image_keys, self.handles = p, None, []
+        if p > 0:
+            for layer in model.model.language_model.layers:
+                self.handles.append(layer.self_attn.register_forward_pre_hook(self.hide, with_kwargs=True))
+
+    def hide(self, module, args, kwargs):
+        if not module.training:
+            return None
+        hidden = kwargs.get("hidden_states", args[0] if args else None)  # [B, T, D]
+        batch, length = hidden.shape[:2]
+        dropped = torch.rand(batch, device=hidden.device) < self.p  # [B]
+        hide = (dropped[:, None] & self.image_keys)[:, None, None, :]  # [B, 1, 1, T]: keys hidden at every row
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            mask = torch.ones(length, length, dtype=torch.bool, device=hidden.device).tril()[None, None]
+        if mask.dtype == torch.bool:
+            mask = mask & ~hide
+        else:
+            mask = mask.masked_fill(hide, torch.finfo(mask.dtype).min)
+        return args, {**kwargs, "attention_mask": mask}
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def depth_recipe(args) -> dict:
+    """The depth recipe's settings of a run (`args` None: DEPTH_DEFAULTS, the recipe of every toy before it)."""
+    return {key: getattr(args, key) if args else default for key, default in DEPTH_DEFAULTS.items()}
+
+
+def initialised_from(name: str) -> dict:
+    """The toy an --init-from run started from: its name and its run's steps and cycles."""
+    summary = json.loads((toy_folder(name) / "heldout_accuracy.json").read_text())
+    return {
+        "toy": name,
+        "steps": summary["steps"],
+        "cycles": summary.get("cycles") or [],
+        "recipe": _recipe_of(summary),
+    }
+
+
+def _recipe_of(summary: dict) -> dict:
+    keys = ("family", "merge_size", "drophead", "image_word_layer", "image_word_weight", "layer_image_drop")
+    return {key: (depth_recipe(None) | summary).get(key) for key in keys}
