@@ -207,7 +207,7 @@ def run(
         start = time.time()
         planned = _planned(src, declared[src], params)
         try:
-            with progress.shown(ledger_folder(build_dir), src.stem, planned, workers.worker_count()):
+            with progress.showing_progress(ledger_folder(build_dir), src.stem, planned, workers.worker_count()):
                 papermill.execute_notebook(
                     str(inputs[src]),
                     str(executed),

@@ -440,7 +440,7 @@ print(scheme_sentence)
 # ## The field's masking implementations: does the way a head is masked change the verdict?
 # The paper masks a head by adding −inf to its attention logits on the image's keys (`hide`). Published
 # code masks differently (helpers/engine/masking.py re-implements each; helpers/studies/masking_comparison.py
-# VARIANTS credits each to the code and the rows it uses): zeroing the head's queries, so its attention spreads
+# MASKING_VARIANTS credits each to the code and the rows it uses): zeroing the head's queries, so its attention spreads
 # uniformly over every key the causal mask leaves, at every row as SparseMM does (`query_zero (every row)`) and
 # only at the last prompt row and the generated rows as Retrieval_Head does (`query_zero (last row)`: the MCQ
 # reads its answer at the last row); zeroing the head's output (`output_zero`: VERA); this project's own

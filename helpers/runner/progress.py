@@ -60,7 +60,7 @@ def line(notebook: str, done: int, planned: int, elapsed: float, per_copy: float
 
 
 @contextmanager
-def shown(folder: Path, notebook: str, planned: int, workers: int, every: float = EVERY_SECONDS):
+def showing_progress(folder: Path, notebook: str, planned: int, workers: int, every: float = EVERY_SECONDS):
     """Inside, a line (`line`) every `every` seconds while the notebook runs."""
     done, per_copy, start, stop = CopiesDone(folder, notebook), bench_seconds_per_copy(notebook), time.time(), None
 

@@ -209,15 +209,17 @@ def _beats(names, p, s, random_mean, n_random) -> list[str]:
     return [n for n, c in zip(names, calls) if c.outcome == BEATS]
 
 
-GROUPS = ("all", "prompt", "last")  # Table 5's row groups
+TABLE5_ROW_GROUPS = ("all", "prompt", "last")  # Table 5's row groups
 
 
 def ncs_rows_sentence(table: pd.DataFrame) -> str:
     """Table 5: per row group of the flat sets and for the top-k-per-layer sets (NCS and CERS), which settings
     beat their random sets (versus_random, unadjusted), with co-ref-qsp's values."""
     names = table["setting"].tolist()
-    columns = {group: (table[f"{group} p"], table[group], table[f"{group} random mean"]) for group in GROUPS}
-    parts = [f"{group} rows {_names(_beats(names, *columns[group], table.R))}" for group in GROUPS]
+    columns = {
+        group: (table[f"{group} p"], table[group], table[f"{group} random mean"]) for group in TABLE5_ROW_GROUPS
+    }
+    parts = [f"{group} rows {_names(_beats(names, *columns[group], table.R))}" for group in TABLE5_ROW_GROUPS]
     per_layer = "per layer"
     ncs_beats, cers_beats = (
         _beats(names, table[f"{per_layer} {m} p"], table[f"{per_layer} {m}"], table[f"{per_layer} {m} random mean"],

@@ -1,7 +1,7 @@
 """The field's masking implementations side by side (notebook 05's masking table, issue 40).
 
-For each masking of VARIANTS (helpers.engine.masking.MASKINGS at the rows each is credited with) and each chosen
-discovered set: NCS of S and of its layer-matched random sets with the image masked from the heads that way (the
+For each masking of MASKING_VARIANTS (helpers.engine.masking.MASKINGS at the rows each is credited with) and each
+chosen discovered set: NCS of S and of its layer-matched random sets with the image masked from the heads that way (the
 paper's "hide" row is notebook 04's run, read back from the cache), the verdict by `verdicts.judge` on the rank p
 Holm-adjusted across the chosen sets within a masking (not interpretable where that Holm floor is above .05: then
 no masking can change a verdict), and the masking's leak on the first matched item: how much it changes the logits
@@ -25,7 +25,7 @@ from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, judge
 
 # The maskings compared: label -> (engine masking, query rows; None: the evaluation's rows), each as the code it
 # is credited to applies it.
-VARIANTS = {
+MASKING_VARIANTS = {
     # this paper: -inf on the image keys' logits (helpers/engine/masking.py, HIDE)
     "hide": ("hide", None),
     # CR400AF-A/SparseMM, sparsemm/qwen_model.py `qwen_flash_attn2_forward_Mask`: the query zeroed in every forward,
@@ -47,14 +47,14 @@ VARIANTS = {
 
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:
-    """One row per masking (VARIANTS) x setting: NCS of S against its random sets (`controls[setting]` [R, L, H])
-    and the masking's leak for S on the first matched item of the evaluation corpus."""
+    """One row per masking (MASKING_VARIANTS) x setting: NCS of S against its random sets (`controls[setting]`
+    [R, L, H]) and the masking's leak for S on the first matched item of the evaluation corpus."""
     (item,) = items_of("single_matched", evaluation.corpus, 1, evaluation.seed)
     inputs = on_device(evaluation.lm, item_batch(evaluation.lm.processor, item).inputs)
     last = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
     last[:, -1] = True  # the one-item input has no pads: its last row reads the answer
     rows = []
-    for label, (masking, query_rows) in VARIANTS.items():
+    for label, (masking, query_rows) in MASKING_VARIANTS.items():
         for setting, head_set in sets.items():
             stack = with_controls(head_set, controls[setting])
             values = ncs(evaluation.mask(stack, rows=query_rows, masking=masking))  # [N, 1 + R]
@@ -65,7 +65,7 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
                 {
                     "masking": label,
                     "setting": setting,
-                    **{k: row[k] for k in ROW_KEYS},
+                    **{k: row[k] for k in MASKING_ROW_KEYS},
                     "logit change before the image": measured.logits,
                     "of it from the image": measured.from_image,
                     "mass on later positions per row (by definition)": measured.future_mass_per_row,
@@ -74,7 +74,7 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
     return rows
 
 
-ROW_KEYS = ("S", "S low", "S high", "random mean", "random sd", "random min", "random max", "R", "p", "z")
+MASKING_ROW_KEYS = ("S", "S low", "S high", "random mean", "random sd", "random min", "random max", "R", "p", "z")
 
 
 def masking_table(rows: list[dict]) -> pd.DataFrame:
