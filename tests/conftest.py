@@ -63,3 +63,25 @@ def threads_restored():
     if before is not None:
         left = torch.get_num_threads()
         assert left == before, f"the test left torch on {left} threads, not the {before} it found"
+
+
+# The embedded toy and three head-sets of it, for the engine-level tests that need no thread setting of their own
+# (a module may define its own `lm` or `sets`).
+@pytest.fixture(scope="module")
+def lm():
+    from helpers.engine.loading import load_model  # here, so that the conftest imports no torch
+
+    return load_model("toy")
+
+
+@pytest.fixture(scope="module")
+def sets(lm):
+    """[3, L, H]: one head in the first layer, every head of the upper half, every head."""
+    import numpy as np
+
+    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    out = np.zeros((3, n_layers, n_heads), dtype=bool)
+    out[0, 0, 3] = True
+    out[1, n_layers // 2 :] = True
+    out[2] = True
+    return out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.engine import HIDE, build_batch, load_model, run_head_sets
+from helpers.engine import HIDE, build_batch, run_head_sets
 from helpers.engine.copy_ledger import copy_digests, layer_flops
 from helpers.measures import necessity, steering
 from helpers.runner import ledger as run_ledger
@@ -19,22 +19,6 @@ from helpers.storage import ledger, workers
 from helpers.storage.cache import ResultCache
 
 SEED = 3
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model("toy")
-
-
-@pytest.fixture(scope="module")
-def sets(lm):
-    """[3, L, H]: one head in the first layer, every head of the upper half, every head."""
-    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-    out = np.zeros((3, n_layers, n_heads), dtype=bool)
-    out[0, 0, 3] = True
-    out[1, n_layers // 2 :] = True
-    out[2] = True
-    return out
 
 
 @pytest.fixture

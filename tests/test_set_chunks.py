@@ -5,7 +5,6 @@ gives."""
 import numpy as np
 import pytest
 
-from helpers.engine import load_model
 from helpers.measures import necessity, steering
 from helpers.runner import ledger as run_ledger
 from helpers.storage import ledger
@@ -28,11 +27,6 @@ RUNS = {  # measure -> (its run on a stack with a cache, of n items, its ledger 
         ("p_to_c", "p_to_d"),
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model("toy")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.engine import HIDE, build_batch, head_sets, load_model, run_head_sets
+from helpers.engine import HIDE, build_batch, head_sets, run_head_sets
 from helpers.engine.mcq import letter_probs
 from helpers.measures import necessity, steering
 from helpers.stimuli import prepared as prepared
@@ -20,22 +20,6 @@ from helpers.storage import workers
 from helpers.storage.cache import ResultCache
 
 SEED = 3
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model("toy")
-
-
-@pytest.fixture(scope="module")
-def sets(lm):
-    """[3, L, H]: one head in the first layer, every head of the upper half, every head."""
-    n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
-    out = np.zeros((3, n_layers, n_heads), dtype=bool)
-    out[0, 0, 3] = True
-    out[1, n_layers // 2 :] = True
-    out[2] = True
-    return out
 
 
 def _same_item(a, b) -> bool:
