@@ -30,7 +30,7 @@ copy. For each head-set S the card holds:
 - a verdict table (helpers/studies/verdicts.py) and a conclusion built from its rows.
 
 Every run goes through the result cache with the same draws as notebooks 03-05 (the named streams of
-helpers/runner/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
+helpers/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
 """
 
 import argparse
@@ -45,6 +45,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.engine import HIDE, load_model
 from helpers.engine.loading import model_fingerprint
 from helpers.measures import control_schemes
@@ -63,9 +64,8 @@ from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import against_random, holm, t_interval
 from helpers.measures.steering import cers, ncs_grid
-from helpers.runner import sizes
 from helpers.runner.params import declared_parameters
-from helpers.runner.sizes import CARD_SIZES, card_forward_copies, card_sizes
+from helpers.sizes import CARD_SIZES, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS, parse_setting
 from helpers.storage import headsets, paths, runs
 from helpers.storage.cache import ResultCache

@@ -119,7 +119,7 @@ pd.DataFrame(
 # ## Table 28: the protocol per result
 # Each result's head-set, evaluation data, N (items, or discovery strips) and R (random head-sets per
 # discovered set; in parentheses the R of the referring + query-span rows, or of k = 100), read from the
-# notebooks' size parameters and helpers/runner/sizes.py under both profiles, beside the paper's Table 28.
+# notebooks' size parameters and helpers/sizes.py under both profiles, beside the paper's Table 28.
 # The rows after the paper's six are analyses it does not list there.
 
 # %%

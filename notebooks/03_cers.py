@@ -47,11 +47,12 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.figures.causal import plot_against_random, plot_beta_sweep
 from helpers.measures.controls import any_layer_sets
 from helpers.measures.stats import against_random, random_summary
 from helpers.measures.steering import cers, symmetric_cers
-from helpers.runner import params, report, sizes
+from helpers.runner import params, report
 from helpers.stimuli.design import SETTINGS
 from helpers.studies import claims, findings
 from helpers.studies.experiment import Experiment

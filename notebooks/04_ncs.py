@@ -47,12 +47,13 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.figures.causal import plot_against_random, plot_causal_example, plot_grid_contrast
 from helpers.measures.controls import per_layer_controls, with_controls
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
 from helpers.measures.steering import cers
-from helpers.runner import params, report, sizes
+from helpers.runner import params, report
 from helpers.stimuli.design import QUERIES, SETTINGS, parse_setting
 from helpers.studies import claims, findings
 from helpers.studies.example_item import causal_example, grid_contrast

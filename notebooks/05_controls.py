@@ -58,6 +58,7 @@ cache_dir = None
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.figures.controls import plot_control_schemes, plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
 from helpers.measures import control_schemes
 from helpers.measures.controls import (
@@ -72,7 +73,7 @@ from helpers.measures.necessity import ncs
 from helpers.measures.overlap import top_k
 from helpers.measures.stats import against_random, holm, rank_p, spearman
 from helpers.measures.steering import cers
-from helpers.runner import params, report, sizes
+from helpers.runner import params, report
 from helpers.runner.steps import MASKED_SETTINGS
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
@@ -88,7 +89,7 @@ steer, mask = exp.steer, exp.mask
 
 
 def stream(template: str, **fields):
-    """The named random stream of one analysis (helpers/runner/sizes.STREAMS) under the run's seed."""
+    """The named random stream of one analysis (helpers/sizes.STREAMS) under the run's seed."""
     return sizes.stream(P.seed, template, **fields)
 
 

@@ -70,11 +70,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from helpers import sizes
 from helpers.engine import load_model
 from helpers.figures.cross_model import plot_overlaps_per_model
 from helpers.measures.controls import spill_notes
 from helpers.measures.stats import against_random, t_interval
-from helpers.runner import params, report, sizes
+from helpers.runner import params, report
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.stimuli.pointing_convert import converted_task
 from helpers.storage.cache import ResultCache
@@ -359,7 +360,7 @@ display(report.reference("table23_ood_pooled"))
 #   (03's `betas`), S alone: "increasing", "decreasing", "flat" (every value prints the same) or "no";
 # - `single-head items`, `heads`, `heads drop > 0.01`, `largest single-head NCS`, `at (layer, head)`: the image
 #   hidden from one head at a time (helpers.measures.necessity.single_head_profile, its item count from
-#   helpers.runner.sizes.SINGLE_HEAD_ITEMS): the heads whose hiding alone lowers P(correct) by more than
+#   helpers.sizes.SINGLE_HEAD_ITEMS): the heads whose hiding alone lowers P(correct) by more than
 #   MIN_EFFECT on the matched arm, and the largest single-head NCS.
 
 # %%

@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from helpers import sizes
 from helpers.engine import load_model
 from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, spill_notes, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
@@ -70,7 +71,7 @@ from helpers.measures.necessity import ncs
 from helpers.measures.overlap import overlap, split_halves, top_k
 from helpers.measures.stats import against_random, holm, t_interval
 from helpers.measures.steering import cers
-from helpers.runner import params, report, sizes
+from helpers.runner import params, report
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings

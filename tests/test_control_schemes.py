@@ -4,8 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import sizes
 from helpers.measures import control_schemes as cs
-from helpers.runner import params, sizes
+from helpers.runner import params
 from helpers.studies import findings, verdicts
 
 
@@ -207,7 +208,7 @@ def test_an_unknown_scheme_is_refused_by_the_card_and_the_parameters():
 
 def test_the_card_line_and_its_forward_copies():
     from helpers import protocol
-    from helpers.runner.sizes import CARD_SIZES, card_forward_copies
+    from helpers.sizes import CARD_SIZES, card_forward_copies
 
     plain = card_forward_copies(CARD_SIZES["default"], 2)
     with_line = card_forward_copies(CARD_SIZES["default"], 2, "bottom5")

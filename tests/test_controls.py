@@ -5,8 +5,8 @@ import re
 import numpy as np
 import pytest
 
+from helpers import sizes
 from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note
-from helpers.runner import sizes
 from helpers.storage import paths
 
 

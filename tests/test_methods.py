@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from helpers import sizes
 from helpers.engine import load_model
 from helpers.engine.top_key import AttentionRows, top_key_positions
 from helpers.measures.methods import (
@@ -41,7 +42,7 @@ from helpers.measures.methods.top1_hits import (
 )
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.measures.overlap import half_split_overlaps, split_halves
-from helpers.runner import params, sizes
+from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache

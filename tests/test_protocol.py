@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from helpers import protocol
+from helpers import protocol, sizes
 from helpers.measures.controls import layer_matched_controls, layer_matched_sets
 from helpers.measures.methods import PER_ITEM
 from helpers.measures.methods.cached import method_run, method_score
@@ -21,7 +21,7 @@ from helpers.measures.necessity import ncs
 from helpers.measures.overlap import split_halves, top_k
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
-from helpers.runner import params, sizes
+from helpers.runner import params
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets, paths
 from helpers.storage.cache import ResultCache

@@ -1,5 +1,5 @@
 """Every reference to the project's code in its text resolves: dotted names (`helpers.storage.headsets.save`) import
-and have the attribute named, paths (`helpers/runner/sizes.py`, `helpers/runner/sizes.STREAMS`) exist, in the
+and have the attribute named, paths (`helpers/sizes.py`, `helpers/sizes.STREAMS`) exist, in the
 docstrings, comments and error messages of helpers/, bench/ and the notebooks, the head-set schema and the Markdown
 files. A module moved or renamed leaves no stale pointer behind."""
 
@@ -39,7 +39,7 @@ def _resolves(dotted: str) -> bool:
 
 
 def _path_resolves(slashed: str) -> bool:
-    """A file or folder, or a module file followed by one of its names (helpers/runner/sizes.STREAMS)."""
+    """A file or folder, or a module file followed by one of its names (helpers/sizes.STREAMS)."""
     if (paths.ROOT / slashed).exists():
         return True
     module, _, name = slashed.rpartition(".")

@@ -5,9 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import sizes
 from helpers.measures.controls import spill_notes
 from helpers.measures.stats import Z_CAP
-from helpers.runner import params, sizes
+from helpers.runner import params
 from helpers.studies.cross_model import controls_of
 from helpers.studies.resolution import (
     NOT_RUN,

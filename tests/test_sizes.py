@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers import run
-from helpers.runner import params, sizes, steps
+from helpers import run, sizes
+from helpers.runner import params, steps
 from helpers.storage import runs
 
 

@@ -19,17 +19,17 @@ code (read, not copied; the deviations are stated per function):
 - "unseeded": the uniform-overlapping draw under UNSEEDED_SEEDS different seeds, to show how far the
   verdict of one unseeded draw (Retrieval_Head: no seed is set) depends on the seed.
 
-Every draw is deterministic by its named stream of helpers/runner/sizes.py (STREAM_OF), keyed by the
+Every draw is deterministic by its named stream of helpers/sizes.py (STREAM_OF), keyed by the
 set's name (a setting's, in notebooks 05 and 07), so the notebook and the report card draw the same sets.
 Masks are bool [L, H]; draws [n, L, H].
 """
 
 import numpy as np
 
+from helpers import sizes
 from helpers.measures.controls import Seed, any_layer_sets, layer_matched_controls, layer_matched_sets
-from helpers.runner import sizes
 
-SCHEMES = sizes.CONTROL_SCHEMES  # the registry (helpers/runner/sizes.py)
+SCHEMES = sizes.CONTROL_SCHEMES  # the registry (helpers/sizes.py)
 STREAM_OF = {
     "layer-matched": "layer-matched/{setting}",
     "any-layer": "table03/any-layer/{setting}",
@@ -147,7 +147,7 @@ def uniform_sets(head_set: np.ndarray, n: int, seed: Seed, exclude_set: bool) ->
 
 
 def scheme_stream(scheme: str, seed: int, setting: str, draw: int = 0) -> np.random.SeedSequence:
-    """The named stream (helpers/runner/sizes.STREAMS) of `scheme`'s draws for the set named `setting`."""
+    """The named stream (helpers/sizes.STREAMS) of `scheme`'s draws for the set named `setting`."""
     template = STREAM_OF[check_scheme(scheme)]
     return sizes.stream(seed, template, setting=setting, draw=draw)
 

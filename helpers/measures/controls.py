@@ -13,16 +13,16 @@ Generic-damage sets (Table 12): the k heads with the most attention to a sink or
 (`top_k` of a mass map), whole layers, and large random sets.
 
 Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed: a named stream
-of helpers/runner/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
+of helpers/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
 of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
 """
 
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import top_k
-from helpers.runner import sizes
 
 Seed = int | np.random.SeedSequence
 

@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+from helpers import sizes
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
 from helpers.engine.model_files import missing_chat_template, missing_files, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
-from helpers.runner import sizes
-from helpers.runner.sizes import CARD_SIZES
+from helpers.sizes import CARD_SIZES
 from helpers.stimuli.corpora import ImageFolderCorpus
 from helpers.stimuli.design import CORPORA, SETTINGS
 from helpers.storage import paths, runs

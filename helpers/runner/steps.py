@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helpers.engine.masking import MASKINGS
-from helpers.runner.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
+from helpers.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
 
 SUFFIXES = {
@@ -120,7 +120,7 @@ def _heads(model: str) -> int:
 
 
 def _protocol(p: dict) -> int:
-    """The report card of every head-set in `heads` at its profile's sizes (helpers/runner/sizes.py CARD_SIZES)."""
+    """The report card of every head-set in `heads` at its profile's sizes (helpers/sizes.py CARD_SIZES)."""
     sizes = card_sizes(p["profile"], p["sizes"], p["smoke"])
     return sum(card_forward_copies(sizes, len(p["heads"]), p.get("controls")).values())
 

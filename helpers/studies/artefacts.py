@@ -270,7 +270,7 @@ ARTEFACTS = (
         "Protocol per result: head-set, evaluation data, N and R",
         ("table28_protocol",),
         PARTIAL,
-        "from helpers/runner/sizes.py and the notebooks' parameters, under both profiles; its 'paper' N and R are "
+        "from helpers/sizes.py and the notebooks' parameters, under both profiles; its 'paper' N and R are "
         "this project's paper profile, not the paper's own per table "
         "(Tables 6 / 16: N 120, R 100; Table 18: N 200, R 5)",
     ),

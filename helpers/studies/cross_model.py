@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from helpers import sizes
 from helpers.engine.loading import LoadedModel
 from helpers.figures.overlap import factor_medians
 from helpers.measures.baselines import audit
@@ -21,7 +22,6 @@ from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
 from helpers.measures.stats import against_random, paired_t
 from helpers.measures.steering import cers
-from helpers.runner import sizes
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
 from helpers.storage.cache import ResultCache

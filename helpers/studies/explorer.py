@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from helpers import sizes
 from helpers.engine import build_batch, load_model
 from helpers.engine.mcq import greedy_answers
 from helpers.figures.explorer import plot_attention_overlay, plot_overlap_map, plot_random_histograms, plot_score_map
@@ -27,7 +28,6 @@ from helpers.measures.discovery import read_sources
 from helpers.measures.necessity import ncs, necessity_run
 from helpers.measures.overlap import top_k
 from helpers.measures.steering import cers, steering_run
-from helpers.runner import sizes
 from helpers.stimuli.corpora import Item, load_corpus, strip_items
 from helpers.stimuli.design import SETTINGS, k_for, parse_setting
 from helpers.storage import paths

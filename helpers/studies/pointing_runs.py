@@ -6,13 +6,13 @@ per chunk of items under the task's name (and a converted task's file digest).
 
 import numpy as np
 
+from helpers import sizes
 from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
 from helpers.measures.set_chunks import head_sets_key
 from helpers.measures.steering import cers, distractor_cells, steer_items
-from helpers.runner import sizes
 from helpers.stimuli.pointing import EXPECTED, Task, audit_task, task_items
 from helpers.stimuli.prepared import model_identity
 from helpers.storage.cache import ResultCache, computation_key

@@ -1,5 +1,5 @@
 """The paper's Tables 28 (protocol per result: N and R) and 29 (benchmark conversion recipes), made from the
-code that sets them: the notebooks' size parameters, helpers/runner/sizes.py (R per analysis, the "paper"
+code that sets them: the notebooks' size parameters, helpers/sizes.py (R per analysis, the "paper"
 profile's sizes) and the converters' registry (helpers/stimuli/pointing_convert.py). Notebook 00 shows and
 writes both beside the paper's values (paper_figures/reference/table28_protocol.csv, table29_conversion.csv).
 """
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from helpers.runner import sizes
+from helpers import sizes
 from helpers.runner.params import declared_parameters
 from helpers.stimuli.design import k_for
 from helpers.stimuli.pointing_convert import RECIPES, SHOWN

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import holm
-from helpers.runner.sizes import CONTROL_SCHEMES
+from helpers.sizes import CONTROL_SCHEMES
 
 PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN = "pass", "fail", "not interpretable", "not run"
 ALPHA = 0.05

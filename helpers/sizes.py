@@ -145,7 +145,7 @@ def stream(seed: int, template: str, **fields) -> np.random.SeedSequence:
     into the entropy, so streams of different names never coincide (tuples of small ints can: numpy's
     SeedSequence drops trailing zeros)."""
     if template not in STREAMS:
-        raise ValueError(f"unknown stream {template!r}; add it to helpers/runner/sizes.STREAMS; known: {STREAMS}")
+        raise ValueError(f"unknown stream {template!r}; add it to helpers/sizes.STREAMS; known: {STREAMS}")
     name = template.format(**fields)
     digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
     return np.random.SeedSequence(int.from_bytes(digest[:16], "little"))
