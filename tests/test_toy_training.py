@@ -12,6 +12,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from helpers.engine import build_batch
 from helpers.engine.adapters import adapter_for
+from helpers.engine.mcq import option_token_ids
 from helpers.stimuli.corpora import SyntheticCorpus
 from helpers.storage.paths import TOY_MODEL
 from helpers.toy.build import build_config, build_processor
@@ -258,3 +259,17 @@ def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenize
     _finished_run(tmp_path, processor, summary, 2)
     with pytest.raises(ValueError, match="holds 2 steps"):
         earlier_run(tmp_path, args, processor)
+
+
+def test_letter_targets_sit_at_the_option_letter_tokens_of_mcq_answers(processor):
+    items = [
+        *build_task_items("single_matched", SyntheticCorpus("cm"), 3, 5),
+        *build_task_items("grid", SyntheticCorpus("co"), 2, 5),
+    ]
+    strip = build_task_items("strip_ord", SyntheticCorpus("cm"), 1, 5)
+    inputs, _, _, _, letters = conversation_batch(processor, [[item] for item in items] + [strip])
+    at = letters >= 0
+    assert at.sum(dim=1).tolist() == [1, 1, 1, 1, 1, 0]  # one letter per MCQ answer, none in a strip answer
+    letter_ids = torch.tensor(option_token_ids(processor.tokenizer))
+    assert (inputs["input_ids"][at] == letter_ids[letters[at]]).all()
+    assert letters[at].tolist() == [item.correct for item in items]

@@ -393,7 +393,7 @@ def training_step(
                 ),
             )
         answer_sum = (token_loss * answer_weight[:, 1:]).sum()
-        # hidden_states[0] is the language model's input: the vision features at the image tokens
+        # hidden_states[l]: after l layers; [0] is the language model's input, the vision features at the image tokens
         regions = region_tokens(adapter, inputs, by_kind[kind], output.hidden_states[recipe.image_word_layer])
         word_loss = image_word_loss(model, regions, targets[kind])
         place_loss = place_word_loss(model, output.hidden_states[PLACE_LAYER], place_target)
