@@ -179,8 +179,8 @@ PROMPT_LOSS_WEIGHT = 0.3  # next-token loss on the prompt text, beside the answe
 # and the tied output head and must name its region's class words and its place (the panel's digit or
 # the cell's letter): the words the questions use. Then "what is in panel 3" and "which cell shows the
 # red star" are matches of a word to a token that carries it, and the answer copies the matched token's
-# other words (see image_word_loss).
-IMAGE_WORD_WEIGHT = DEPTH_DEFAULTS["image_word_weight"]
+# other words (see image_word_loss). Its weight and the hidden state it reads are the depth recipe's
+# (helpers/toy/depth.py Recipe; DEPTH_DEFAULTS for the toys before it: weight 0.5 at the input).
 # Every mention of a shown object in a strip or grid conversation (its label's last token, in prompts and
 # answers) must name the object's place (panel digit or cell letter) from the hidden state after
 # PLACE_LAYER layers, read through the final norm and the tied head: the object word itself is the query
@@ -576,7 +576,9 @@ def main():
         default=DEPTH_DEFAULTS["image_word_layer"],
         help="hidden state the image-word loss reads (0: the input)",
     )
-    parser.add_argument("--image-word-weight", type=float, default=IMAGE_WORD_WEIGHT, help="0 drops that loss")
+    parser.add_argument(
+        "--image-word-weight", type=float, default=DEPTH_DEFAULTS["image_word_weight"], help="0 drops that loss"
+    )
     parser.add_argument(
         "--layer-image-drop",
         type=float,
