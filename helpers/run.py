@@ -420,6 +420,12 @@ def main(argv=None) -> None:
         from helpers.studies import artefacts  # 07 wrote the index; notebooks beside it may have finished after
 
         artefacts.write_index(folders.out)
+    if args.shard is None and "claims.csv" in declared:
+        from helpers.studies import claims  # claims on tables of notebooks that ran after 05 (06's Table 19)
+
+        rewritten = claims.rewrite_after_run(folders.out)
+        if rewritten is not None:
+            print(f"claims and {rewritten.name} rewritten from the run's final tables", flush=True)
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
     print("copies (one item's forward under one head-set), per notebook:", flush=True)
     print("\n".join(ledger.summary_lines(copies, timings)), flush=True)

@@ -347,9 +347,14 @@ print(findings.mass_cers_sentence(table17))
 # One row per claim of the abstract: the paper's number, this run's number read from the tables that
 # notebooks 02-05 wrote into this run's folder, and whether the claim holds here, decided by the rule
 # in helpers/studies/claims.py. RESULTS.md in the run folder digests this table and the headline numbers.
+# A claim on a later notebook's table (06's Table 19: replication on further models) reads "not written in
+# this run yet" here; once every notebook of the run is done, helpers.run rewrites claims.csv and RESULTS.md
+# from the final tables.
 
 # %%
-claims_table = report.table(claims.claims(P.out_dir), "claims", P.out_dir, float_format="%.4g", digits=4)
+claims_table = report.table(
+    claims.claims(P.out_dir), "claims", P.out_dir, float_format=claims.CLAIMS_FLOAT_FORMAT, digits=4
+)
 print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.describe())))
 
 # %% [markdown]

@@ -32,13 +32,13 @@ def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = "
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, tex = out_dir / f"{name}.csv", out_dir / f"{name}.tex"
-    df = _unsigned_zeros(df, float_format)
+    df = unsigned_zeros(df, float_format)
     atomic_write(csv, df.to_csv(index=False, float_format=float_format))
     atomic_write(tex, df.to_latex(index=False, float_format=float_format, na_rep="--"))
     return [csv, tex]
 
 
-def _unsigned_zeros(df: pd.DataFrame, float_format: str) -> pd.DataFrame:
+def unsigned_zeros(df: pd.DataFrame, float_format: str) -> pd.DataFrame:
     """Floats that print as zero at `float_format`'s precision ("%.3f") set to 0.0, so that a table never shows
     "-0.000" beside "0.000" for two values that are the same at the digits it prints."""
     match = re.fullmatch(r"%\.(\d+)f", float_format)

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from helpers.figures.writers import save_figure, save_table
+from helpers.figures.writers import save_figure, save_table, unsigned_zeros
 from helpers.storage.paths import REFERENCE
 
 
@@ -45,7 +45,7 @@ def table(
         if columns is not None:
             paper = paper[[*([on] if isinstance(on, str) else on), *columns]]
         df = df.merge(paper, on=on, how="left")
-    display(df.round(digits))
+    display(unsigned_zeros(df, f"%.{digits}f").round(digits))
     save_table(df, name, out_dir, float_format=float_format)
     return df
 

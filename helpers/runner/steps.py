@@ -13,9 +13,9 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.engine.masking import MASKINGS
 from helpers.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
+from helpers.studies.masking_variants import MASKING_VARIANTS
 
 SUFFIXES = {
     "figure": (".png", ".pdf"),
@@ -93,7 +93,7 @@ def _controls(p: dict) -> int:
     # the control schemes: 5 drawn schemes' S + R and the unseeded scheme's S + one set per seed, per setting
     # (layer-matched is Table 3's run; bottom5's repeated pools run once, so this is an upper bound)
     sets += N_SETTINGS * (5 * (1 + r) + 1 + UNSEEDED_SEEDS)
-    sets += len(MASKED_SETTINGS) * (len(MASKINGS) - 1) * (1 + r)  # the masking table ("hide" is Table 3's run)
+    sets += len(MASKED_SETTINGS) * (len(MASKING_VARIANTS) - 1) * (1 + r)  # the masking table ("hide" is Table 3's run)
     return n * 2 * (sets + 18 * (1 + r))
 
 

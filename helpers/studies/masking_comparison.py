@@ -21,29 +21,8 @@ from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
 from helpers.stimuli.prepared import item_batch, items_of
 from helpers.studies.evaluation import Evaluation
+from helpers.studies.masking_variants import MASKING_VARIANTS
 from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, judge
-
-# The maskings compared: label -> (engine masking, query rows; None: the evaluation's rows), each as the code it
-# is credited to applies it.
-MASKING_VARIANTS = {
-    # this paper: -inf on the image keys' logits (helpers/engine/masking.py, HIDE)
-    "hide": ("hide", None),
-    # CR400AF-A/SparseMM, sparsemm/qwen_model.py `qwen_flash_attn2_forward_Mask`: the query zeroed in every forward,
-    # so at every row
-    "query_zero (every row)": ("query_zero", None),
-    # nightdessert/Retrieval_Head, needle_in_haystack_with_mask.py: the prompt but its last token is run unmasked
-    # (`self.model_to_test(input_ids=input_ids[:,:-1], ...)`) and `decode` passes `block_list`, so the query is
-    # zeroed only at the last prompt row and the generated rows (faiss_attn/source/modeling_llama.py,
-    # `LlamaFlashAttention2.forward`); the MCQ reads its answer at the last row, so here: the last row
-    "query_zero (last row)": ("query_zero", "last"),
-    # the head's output zeroed (VERA), at every row
-    "output_zero": ("output_zero", None),
-    # this project's variant, not its authors' use: TianyunYoung/Hallucination-Attribution scales the image keys'
-    # weights UP (1.0-3.5) to reweight attention; factor 0 here drops them without renormalising
-    "rescale x0 (ours)": ("rescale", None),
-    # jing-bi/visual-head: the logits set to 0 after the causal mask was added (a leak, reproduced on purpose)
-    "leaky_uniform": ("leaky_uniform", None),
-}
 
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:
