@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 
+from helpers.runner.cli import add_parameter_option
 from helpers.storage import paths
 
 
@@ -93,7 +94,7 @@ def main(argv=None) -> None:
     parser.add_argument("engine", choices=("local", "ray", "slurm"))
     parser.add_argument("notebooks", nargs="*", help="prefixes of notebooks to run (default: all)")
     parser.add_argument("--shards", type=int, required=True)
-    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    add_parameter_option(parser, "parameter override, passed as given to every shard and the assembling run")
     parser.add_argument("--out", help="the run folder (as the runner's --out)")
     parser.add_argument("--cpus", type=int, default=1, help="CPU cores (= workers) per shard")
     parser.add_argument("--gpus", type=float, default=0, help="GPUs per shard")

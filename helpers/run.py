@@ -26,7 +26,6 @@ into build/shards/, never into a run folder; a plain run afterwards with the sam
 """
 
 import argparse
-import ast
 import json
 import logging
 import os
@@ -42,7 +41,8 @@ from pathlib import Path
 
 from helpers.engine.devices import resolve_device
 from helpers.runner import ledger, progress
-from helpers.runner.params import CHECKS, ParameterError, check_run, declared_in
+from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides, parse_value
+from helpers.runner.params import ParameterError, check_run, declared_in
 from helpers.runner.steps import STEPS, producer, waits_for
 from helpers.storage import cache, paths, runs, workers
 
@@ -64,14 +64,6 @@ def select(names: list[str]) -> list[Path]:
             raise SystemExit(f"no notebook matches {name!r}; available: {', '.join(p.stem for p in sources)}")
         chosen += [p for p in hits if p not in chosen]
     return sorted(chosen)
-
-
-def parse_value(text: str):
-    """A -p value as papermill would take it: a Python literal where it is one, else the string."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def to_ipynb(source: Path, target: Path) -> Path:
@@ -348,14 +340,6 @@ def model_fingerprint_of(model: str) -> str:
     return model_fingerprint(SimpleNamespace(name=model))
 
 
-def _resolve_paths(overrides: dict) -> dict:
-    """Folder parameters given on the command line are relative to where the user ran from."""
-    return {
-        k: str(Path(v).expanduser().resolve()) if k in runs.DIR_PARAMETERS and isinstance(v, str) else v
-        for k, v in overrides.items()
-    }
-
-
 def shard_folders(target: runs.RunFolders, shard: str) -> runs.RunFolders:
     """A scratch run folder for one shard, its data/ a copy of the target run's (the head-sets 03-05 read)."""
     folders = runs.in_folder(paths.BUILD / "shards" / f"{target.out.name}-{shard.replace('/', '-of-')}")
@@ -367,14 +351,7 @@ def shard_folders(target: runs.RunFolders, shard: str) -> runs.RunFolders:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="prefixes of notebooks to run (default: all)")
-    parser.add_argument(
-        "-p",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="parameter override, as papermill's -p",
-    )
+    add_parameter_option(parser, "parameter override, as papermill's -p")
     parser.add_argument("--smoke", action="store_true", help="small sizes; into build/smoke/")
     parser.add_argument(
         "--out", help="the run folder (default: paper_figures/ for the default full run, else runs/<model>-<hash>/)"
@@ -394,7 +371,7 @@ def main(argv=None) -> None:
     if args.shard is not None:
         os.environ[workers.SHARD_ENV] = args.shard
         workers.shard()  # a malformed i/n stops here
-    overrides = _resolve_paths({name: parse_value(value) for name, value in args.p})
+    overrides = parameter_overrides(args.p)
     jobs = args.jobs if args.jobs is not None else default_jobs(overrides)
     if jobs < 1:
         raise SystemExit(f"--jobs {jobs}: must be a whole number >= 1")
@@ -436,10 +413,7 @@ def chosen_run_folders(args, sources: list[Path], overrides: dict, changed: dict
     for a smoke run, paper_figures/ for the default full run, runs/<model>-<hash>/ for any other; `-p data_dir`
     then replaces the data folder."""
     if args.out is not None:  # checked as -p out_dir is, before anything starts
-        try:
-            CHECKS["out_dir"](args.out)
-        except ParameterError as error:
-            raise SystemExit(f"--out {args.out}: {error}") from None
+        check_option("--out", "out_dir", args.out)
     out = {Path(v).expanduser().resolve() for v in (args.out, overrides.get("out_dir")) if v is not None}
     if len(out) > 1:
         raise SystemExit(f"--out {args.out} and -p out_dir {overrides['out_dir']} name two run folders; give one")

@@ -199,7 +199,7 @@ def test_the_sentence_names_the_settings_a_scheme_changes():
 def test_an_unknown_scheme_is_refused_by_the_card_and_the_parameters():
     from helpers import protocol
 
-    with pytest.raises(ValueError, match=r"unknown control scheme 'bottom7'; known: layer-matched"):
+    with pytest.raises(SystemExit, match=r"^unknown control scheme 'bottom7'; known: layer-matched"):
         protocol.main(["--model", "toy", "--heads", "co-ref-qsp", "--controls", "bottom7"])
     with pytest.raises(params.ParameterError, match="controls='bottom7'"):
         params.validate({"controls": "bottom7"})
@@ -207,8 +207,8 @@ def test_an_unknown_scheme_is_refused_by_the_card_and_the_parameters():
 
 
 def test_the_card_line_and_its_forward_copies():
-    from helpers import protocol
     from helpers.sizes import CARD_SIZES, card_forward_copies
+    from helpers.studies.protocol import scheme_verdict
 
     plain = card_forward_copies(CARD_SIZES["default"], 2)
     with_line = card_forward_copies(CARD_SIZES["default"], 2, "bottom5")
@@ -217,13 +217,13 @@ def test_the_card_line_and_its_forward_copies():
     assert (
         card_forward_copies(CARD_SIZES["default"], 1, "unseeded")["NCS vs unseeded (S + 20, two arms)"] == 21 * 2 * 50
     )
-    missing = protocol.scheme_verdict("mine", "bottom5", None, 1, [])
+    missing = scheme_verdict("mine", "bottom5", None, 1, [])
     assert missing.verdict == verdicts.NOT_RUN and "discovery score" in missing.reason
     row = {"S": 0.4, "random mean": 0.1, "p": 1 / 101, "p Holm": 1 / 101, "z": 5.0, "R": 100}
     seeds = {"seeds": 20, "seeds beating": 0, "seeds not interpretable": 20}
     schemes = pd.DataFrame([{"head-set": "mine", **row, **seeds}]).set_index("head-set")
-    line = protocol.scheme_verdict("mine", "unseeded", schemes, 1, [])
+    line = scheme_verdict("mine", "unseeded", schemes, 1, [])
     assert line.check == "NCS vs unseeded" and line.verdict == verdicts.PASS
     assert line.number.endswith("each seed's one set alone: beats random at 0 of 20 seeds, not interpretable at 20")
-    blocked = protocol.scheme_verdict("mine", "bottom5", schemes, 1, verdicts.audit_verdicts({"matched": 0.5}))
+    blocked = scheme_verdict("mine", "bottom5", schemes, 1, verdicts.audit_verdicts({"matched": 0.5}))
     assert blocked.verdict == verdicts.NOT_INTERPRETABLE and "matched" in blocked.reason

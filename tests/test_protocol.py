@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from helpers import protocol, sizes
+from helpers import protocol, run, sizes
+from helpers.engine import load_model
 from helpers.measures.controls import layer_matched_controls, layer_matched_sets
 from helpers.measures.methods import PER_ITEM
 from helpers.measures.methods.cached import method_run, method_score
@@ -22,12 +23,15 @@ from helpers.measures.overlap import split_halves, top_k
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
 from helpers.runner import params
+from helpers.runner.card_inputs import Protocol, refuse_unservable
+from helpers.runner.cli import parameter_overrides
 from helpers.stimuli.design import SETTINGS
-from helpers.storage import headsets, paths
+from helpers.storage import cache, headsets, paths
 from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.experiment import Experiment
+from helpers.studies.protocol import build_card, verdict_table
 from tests.tiny_models import tiny_model
 
 SIZES = {"n_items": 8, "n_random": 20, "n_random_any": 20, "n_sweep": 2, "betas": [10]}
@@ -58,7 +62,7 @@ def cache_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def discovered(cache_root):
     P = parameters(cache_root, ["co-ref-qsp"])
-    return P, protocol.build_card(protocol.Protocol(P))
+    return P, build_card(Protocol(P))
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def random_card(cache_root):
     mask = layer_matched_sets(headsets.load(paths.DATA / "headsets" / "co-ref-qsp.json")["mask"], 1, 20261202)[0]
     path = headsets.save(cache_root / "random-11.json", model="toy", setting="random", selection="random", mask=mask,
                          scores=np.zeros((8, 16)))  # fmt: skip
-    return protocol.build_card(protocol.Protocol(parameters(cache_root, [str(path)])))
+    return build_card(Protocol(parameters(cache_root, [str(path)])))
 
 
 def verdict_of(card, head_set, check) -> str:
@@ -146,7 +150,7 @@ def test_a_random_set_fails_necessity(random_card):
 def test_two_sets_are_holm_adjusted_and_the_floor_makes_them_not_interpretable(cache_root, random_card):
     """At R = 20 two head-sets can reach at best Holm p = 2/21 > .05: not interpretable, not a fail."""
     P = parameters(cache_root, ["co-ref-qsp", str(cache_root / "random-11.json")])
-    card = protocol.build_card(protocol.Protocol(P))
+    card = build_card(Protocol(P))
     nec = card["necessity"][card["necessity"]["measure"] == "NCS"].set_index("head-set")
     assert nec.loc["co-ref-qsp", "p Holm"] == pytest.approx(2 / 21)
     assert verdict_of(card, "co-ref-qsp", "NCS vs layer-matched") == verdicts.NOT_INTERPRETABLE
@@ -164,9 +168,7 @@ def blank_corpus(folder):
 def test_blank_evaluation_images_make_the_single_image_checks_not_interpretable(cache_root):
     corpus = blank_corpus(cache_root / "blank_corpus")
     sizes = {**SIZES, "n_random": 3, "n_random_any": 3}
-    card = protocol.build_card(
-        protocol.Protocol(parameters(cache_root, ["co-ref-qsp"], eval_corpus=str(corpus), sizes=sizes))
-    )
+    card = build_card(Protocol(parameters(cache_root, ["co-ref-qsp"], eval_corpus=str(corpus), sizes=sizes)))
     audit = card["audit"].set_index("audit")["P(correct)"]
     assert audit["matched"] < 0.5 and verdict_of(card, "(evaluation data)", "baseline: matched") == verdicts.FAIL
     failed = {c.removeprefix("baseline: ") for c, v in zip(card["verdicts"]["check"], card["verdicts"]["verdict"])
@@ -230,10 +232,12 @@ def test_the_command_writes_report_md_and_html(tmp_path, discovered):
 
 
 def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkeypatch):
-    loads, load = [], protocol.load_model
-    monkeypatch.setattr(protocol, "load_model", lambda *a, **kw: loads.append(a) or load(*a, **kw))
+    loads = []
+    monkeypatch.setattr(
+        "helpers.studies.protocol.card.load_model", lambda *a, **kw: loads.append(a) or load_model(*a, **kw)
+    )
     P = parameters(tmp_path, [], method="ver", smoke=True, out_dir=str(tmp_path))
-    card_protocol = protocol.Protocol(P)
+    card_protocol = Protocol(P)
     assert len(loads) == 1 and [h.name for h in card_protocol.head_sets] == ["ver"]
     record = card_protocol.head_sets[0].record
     assert record["method"] == "ver" and record["parameters"]["n_items"] == params.SMOKE["n_items"]
@@ -251,8 +255,62 @@ def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkey
 def test_a_region_method_is_refused_before_a_model_without_region_mapping_loads(tmp_path):
     tiny_model("cohere2_vision", "sdpa").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="method 'gaze' reads the image tokens of regions. cohere2_vision"):
-        protocol.refuse_unservable("gaze", str(tmp_path))
-    protocol.refuse_unservable("ablation", str(tmp_path))  # no region read: served
+        refuse_unservable("gaze", str(tmp_path))
+    refuse_unservable("ablation", str(tmp_path))  # no region read: served
+    with pytest.raises(SystemExit) as refused:  # the command: the reason in one line, no traceback
+        protocol.main(["--model", str(tmp_path), "--method", "gaze"])
+    message = str(refused.value)
+    assert message.startswith("method 'gaze' reads the image tokens of regions. cohere2_vision")
+    assert "\n" not in message
+
+
+@pytest.fixture
+def run_overrides(tmp_path, monkeypatch):
+    """The overrides each command hands the runner (helpers.run.run, stopped there): a list, one per call."""
+    given = []
+
+    def stop(sources, overrides, *args, **kwargs):
+        given.append(overrides)
+        raise SystemExit("stopped before any notebook")
+
+    monkeypatch.setenv(cache.PROGRESS_ENV, "0")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run, "run", stop)
+    return given
+
+
+def test_the_runner_and_the_card_read_p_alike(tmp_path, run_overrides):
+    """`-p NAME VALUE` goes through one parser (helpers.runner.cli) in python -m helpers.run and helpers.protocol:
+    values as Python literals, folders relative to where the command runs."""
+    pairs = [["beta", "3"], ["device", "cpu"], ["cache_dir", "results"], ["eval_corpus", "co"], ["seed", "7"]]
+    argv = [item for pair in pairs for item in ("-p", *pair)] + ["--out", str(tmp_path / "run")]
+    for command, first in ((run.main, ["07", "--jobs", "1"]), (protocol.main, ["--heads", "co-ref-qsp"])):
+        with pytest.raises(SystemExit, match="stopped before any notebook"):
+            command([*first, *argv])
+    expected = {"beta": 3, "device": "cpu", "cache_dir": str(tmp_path / "results"), "eval_corpus": "co", "seed": 7}
+    assert parameter_overrides(pairs) == expected
+    runner, card = run_overrides
+    assert runner == expected and card == {"model": "toy", "heads": ["co-ref-qsp"], "profile": "default", **expected}
+
+
+def test_the_card_takes_the_notebooks_profile_names(tmp_path, run_overrides):
+    for profile in sizes.PROFILE_NAMES:  # the notebooks' `profile`
+        with pytest.raises(SystemExit, match="stopped before any notebook"):
+            protocol.main(["--heads", "co-ref-qsp", "--profile", profile, "--out", str(tmp_path / "run")])
+    assert [overrides["profile"] for overrides in run_overrides] == ["default", "paper"]
+    with pytest.raises(SystemExit) as refused:
+        protocol.main(["--heads", "co-ref-qsp", "--profile", "quick"])
+    message = str(refused.value)
+    assert message == "--profile quick: parameter profile='quick' is not allowed; allowed: 'default', 'paper'"
+
+
+def test_the_command_module_is_the_command_only():
+    """The card lives in helpers/studies/protocol; helpers/protocol.py is its command and notebook 07's names."""
+    from helpers.studies import protocol as card
+
+    assert len((paths.HELPERS / "protocol.py").read_text().splitlines()) <= 80
+    assert (protocol.Protocol, protocol.build_card, protocol.write_report) == (Protocol, build_card, card.write_report)
+    assert issubclass(Protocol, card.Protocol)
 
 
 def test_the_card_needs_a_head_set_or_a_method():
@@ -266,7 +324,7 @@ def test_the_card_needs_a_head_set_or_a_method():
 def test_the_generic_damage_of_a_set_is_its_masking_runs(tmp_path):
     """Evaluation.generic_damage's own row holds the NCS of S's necessity run, and its sets are Table 12's."""
     mask = headsets.load(paths.DATA / "headsets" / "co-ref-qsp.json")["mask"]
-    lm = protocol.load_model("toy")
+    lm = load_model("toy")
     evaluation = Evaluation(lm, "co", 2, 0, ResultCache(tmp_path))
     table = evaluation.generic_damage(mask)
     assert table["damage set"].tolist()[0] == "discovered" and len(table) == 6
@@ -313,7 +371,7 @@ def test_a_family_without_region_mapping_gets_its_region_checks_not_run():
         "rows": pd.DataFrame([{"head-set": "S", "rows": g, **row} for g in ("all", "prompt", "last")]),
     }
     audits = verdicts.audit_verdicts({"oracle": 1.0, "blank": 0.25, "matched": 0.99, "mismatched": 0.25})
-    table = protocol.verdict_table(card, audits, {"S": None}).set_index("check")
+    table = verdict_table(card, audits, {"S": None}).set_index("check")
     not_run = ["discovery noise ceiling", "NCS_grid vs layer-matched", "CERS vs layer-matched", "CERS vs any-layer",
                "CERS beta sweep"]  # fmt: skip
     assert (table.loc[not_run, "verdict"] == verdicts.NOT_RUN).all() and (table.loc[not_run, "reason"] == reason).all()
