@@ -177,9 +177,9 @@ def stream_names(
     return names
 
 
-# ------------------------------------------------ the report card (notebook 07, helpers/protocol.py)
+# ------------------------------------------ the report card (notebook 07, helpers/studies/protocol)
 
-# Sizes per profile (the notebooks' `profile`; the command's --profile quick is "default").
+# Sizes per profile (the notebooks' `profile`, the command's --profile).
 # default: notebooks 03-05's draws and settings at half their items (their cached chunks are read back),
 # the discovery ceiling on half 01's strips; paper: N = 400 items, >= 100 random sets.
 CARD_SIZES = {
