@@ -198,6 +198,7 @@ def run(
         print(f"[{order[src]}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
         start = time.time()
         planned = _planned(src, declared[src], params)
+        ledger.write_planned(ledger_folder(build_dir), src.stem, planned)
         try:
             with progress.showing_progress(ledger_folder(build_dir), src.stem, planned, workers.worker_count()):
                 papermill.execute_notebook(

@@ -193,3 +193,11 @@ def test_every_computation_is_a_place_and_earlier_runs_entries_one(folder):
     ledger.chunk_read("steering", Path("other.npz"), np.arange(6, 9, dtype=np.uint64))  # 6, 7 in earlier.npz too
     run = run_ledger.collect(folder)
     assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 18, 5 + 2)
+
+
+def test_the_runners_plan_stands_beside_the_counted_copies(tmp_path):
+    """A notebook's planned copies (written by the runner as it starts it) are in the ledger and its summary line."""
+    run_ledger.write_planned(tmp_path, "03_cers", 122_400)
+    record = run_ledger.collect(tmp_path)["notebooks"]["03_cers"]
+    assert record["planned"] == 122_400 and record["computed"] == 0
+    assert "(planned 122,400)" in run_ledger.summary_lines(run_ledger.collect(tmp_path), {})[0]

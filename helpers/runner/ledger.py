@@ -35,10 +35,20 @@ def kernel_manager(folder: Path, notebook: str):
     return LedgerKernel
 
 
+PLANNED = ".planned.json"  # the runner's plan of a notebook's copies (helpers.runner.steps), beside its lines
+
+
+def write_planned(folder: Path, notebook: str, planned: int) -> None:
+    """Record the copies the runner planned for `notebook` (Step.planned_forwards) in its ledger folder."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / f"{notebook}{PLANNED}").write_text(json.dumps(planned))
+
+
 def collect(folder: Path) -> dict:
-    """run.json's ledger from the lines under `folder`: per notebook its sums (SUMS) and per computation the same,
-    `duplicates` (copies computed again after their first computation) and `duplicated` (which: first computed
-    where, computed again where, how many)."""
+    """run.json's ledger from the lines under `folder`: per notebook its sums (SUMS), the copies the runner
+    planned (`planned`, where it wrote them) and per computation the sums, `duplicates` (copies computed again
+    after their first computation) and `duplicated` (which: first computed where, computed again where, how
+    many)."""
     lines = [
         (path.name.split(".")[0], f"{path.name}:{number}", json.loads(text))
         for path in sorted(Path(folder).glob("*.jsonl"))
@@ -64,6 +74,9 @@ def collect(folder: Path) -> dict:
         sources.append((digests, place, line["time"], notebook, line["computation"]))
     for record in notebooks.values():
         record.update({name: sum(c[name] for c in record["computations"].values()) for name in SUMS})
+    for path in sorted(Path(folder).glob(f"*{PLANNED}")):
+        record = notebooks.setdefault(path.name.removesuffix(PLANNED), dict.fromkeys(SUMS, 0) | {"computations": {}})
+        record["planned"] = json.loads(path.read_text())
     duplicated = duplicates_of(sources)
     return {
         "copy": COPY,
@@ -103,14 +116,15 @@ def duplicates_of(sources: list[tuple]) -> list[dict]:
 
 
 def summary_lines(ledger: dict, seconds_per_notebook: dict) -> list[str]:
-    """One line per notebook: copies computed and read back, wall and CPU seconds, CPU seconds per computed copy;
-    then the duplicates."""
+    """One line per notebook: copies computed and read back (and planned), wall and CPU seconds, CPU seconds per
+    computed copy; then the duplicates."""
     lines = []
     for notebook, record in sorted(ledger["notebooks"].items()):
         per_copy = f"{1e3 * record['copy_seconds'] / record['computed']:.2f} ms per copy" if record["computed"] else ""
         wall = seconds_per_notebook.get(notebook)
+        planned = f" (planned {record['planned']:,})" if record.get("planned") else ""
         lines.append(
-            f"    {notebook:<16}{record['computed']:>10,} computed {record['read_back']:>10,} read back "
+            f"    {notebook:<16}{record['computed']:>10,} computed {record['read_back']:>10,} read back{planned} "
             f"{'' if wall is None else f'{wall:>7.0f} s wall '}{record['seconds']:>7.0f} s CPU  {per_copy}"
         )
     lines.append(f"    duplicate copies: {ledger['duplicates']:,}")

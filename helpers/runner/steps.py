@@ -59,9 +59,9 @@ def _discovery(p: dict) -> int:
 
 
 def _cers(p: dict) -> int:
-    """12 settings x (S + R) sets and the R any-layer sets, steered to c and to d, plus the beta sweep (whose
-    row at the notebook's beta is Table 3's run)."""
-    sets = N_SETTINGS * (1 + p["n_random"]) + p["n_random"]
+    """12 settings x (S + R layer-matched sets + R any-layer sets, drawn per setting), steered to c and to d, plus
+    the beta sweep (whose row at the notebook's beta is Table 3's run)."""
+    sets = N_SETTINGS * (1 + 2 * p["n_random"])
     betas = len([b for b in p["betas"] if b != p["beta"]])
     return p["n_items"] * 2 * (sets + 4 * betas * (1 + min(5, p["n_random"])))
 
