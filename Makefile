@@ -1,19 +1,28 @@
 # Two commands matter: `make figures` (every notebook -> paper_figures/) and `make test`.
-# Each target bootstraps .venv from the pinned requirements on first use and installs the project
-# (the `helpers` package) into it in editable mode.
+# Each target bootstraps .venv from the pinned requirements (the lock; pyproject.toml holds the ranges) on first
+# use and installs the project (the `helpers` package) into it in editable mode. The cluster launchers' packages
+# are installed only where they run: `make setup-cluster`, and `make test` for the launcher's tests.
 PY := .venv/bin/python
-REQUIREMENTS := requirements.txt requirements-dev.txt requirements-cluster.txt
+PIP := $(PY) -m pip install -q --disable-pip-version-check
+REQUIREMENTS := requirements.txt requirements-dev.txt
 STAMP := .venv/.installed-$(shell cat $(REQUIREMENTS) pyproject.toml | sha256sum | cut -c1-12)
+CLUSTER_STAMP := .venv/.cluster-$(shell cat requirements-cluster.txt | sha256sum | cut -c1-12)
 
-.PHONY: setup figures smoke test test-fast lint lab bench toy-model
+.PHONY: setup setup-cluster figures smoke test test-fast lint lab bench toy-model
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install -q --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS))
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PIP) $(addprefix -r ,$(REQUIREMENTS))
+	$(PIP) --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-* && touch $@
 
+$(CLUSTER_STAMP): requirements-cluster.txt $(STAMP)
+	$(PIP) -r requirements-cluster.txt
+	rm -f .venv/.cluster-* && touch $@
+
 setup: $(STAMP)
+
+setup-cluster: $(CLUSTER_STAMP)
 
 figures: setup
 	$(PY) -m helpers.run
@@ -25,7 +34,7 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-test: lint
+test: lint setup-cluster
 	$(PY) -m pytest -q
 
 # engine, statistics, bad inputs, parameters, cache: every test but the notebooks, browser and slow ones

@@ -79,18 +79,47 @@ def test_design_names_and_k():
         k_for(144, 200)
 
 
-def test_environment_yml_installs_the_pinned_requirements():
-    """environment.yml takes every pin from requirements*.txt (no second list to drift) and no CUDA-only
-    package, so it solves on a CPU-only machine."""
+def test_environment_files_install_the_pins_and_the_cpu_one_no_cuda():
+    """environment.yml and environment-cpu.yml take every pin from requirements*.txt (no second list to drift);
+    the CPU one takes torch from PyTorch's CPU index. The cluster pins are not in either."""
     from helpers.storage import paths
 
-    env = (paths.ROOT / "environment.yml").read_text()
-    files = {"requirements.txt", "requirements-dev.txt", "requirements-cluster.txt"}
-    assert {line.strip()[len("- -r ") :] for line in env.splitlines() if line.strip().startswith("- -r ")} == files
-    assert "==" not in env and "pytorch-cuda" not in env and "nvidia" not in env
-    for name in files:
+    for name, cpu in (("environment.yml", False), ("environment-cpu.yml", True)):
+        env = (paths.ROOT / name).read_text()
+        files = {line.strip()[len("- -r ") :] for line in env.splitlines() if line.strip().startswith("- -r ")}
+        assert files == {"requirements.txt", "requirements-dev.txt"}, name
+        assert "==" not in env and "pytorch-cuda" not in env and "nvidia" not in env, name
+        assert ("download.pytorch.org/whl/cpu" in env) == cpu, name
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-cluster.txt"):
         pins = [l for l in (paths.ROOT / name).read_text().splitlines() if l.strip() and not l.startswith("#")]
         assert pins and all("==" in l for l in pins), name
+
+
+def test_the_install_ranges_admit_the_pins_and_name_every_pinned_package():
+    """pyproject.toml's dependencies and extras are ranges (no ==) that each pinned version satisfies, and every
+    pinned package but a pinned dependency of another (docopt, num2words') is in them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from helpers.storage import paths
+
+    project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
+    groups = {"requirements.txt": project["dependencies"], **{
+        f"requirements-{extra}.txt": project["optional-dependencies"][extra] for extra in ("dev", "cluster")
+    }}  # fmt: skip
+    for lock, ranges in groups.items():
+        required = {Requirement(r).name.lower(): Requirement(r).specifier for r in ranges}
+        pins = dict(
+            line.split("#")[0].strip().split("==")
+            for line in (paths.ROOT / lock).read_text().splitlines()
+            if line.split("#")[0].strip()
+        )
+        assert set(required) == {n.lower() for n in pins} - {"docopt"}, lock
+        for name, version in pins.items():
+            if name.lower() in required:
+                specifier = required[name.lower()]
+                assert "==" not in str(specifier) and specifier.contains(version), (name, specifier, version)
 
 
 def test_causal_parameters_are_normalised(tmp_path):
