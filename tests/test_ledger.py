@@ -201,3 +201,17 @@ def test_the_runners_plan_stands_beside_the_counted_copies(tmp_path):
     record = run_ledger.collect(tmp_path)["notebooks"]["03_cers"]
     assert record["planned"] == 122_400 and record["computed"] == 0
     assert "(planned 122,400)" in run_ledger.summary_lines(run_ledger.collect(tmp_path), {})[0]
+
+
+def test_the_runners_plan_is_within_a_tenth_of_the_published_runs_copies():
+    """Each notebook's planned copies (helpers/runner/steps.py, at its declared defaults) against the copies the
+    published default run asked for, computed or read back (paper_figures/notebooks/run.json's ledger)."""
+    from helpers.runner.params import declared_parameters
+    from helpers.runner.steps import STEPS
+    from helpers.storage import paths
+
+    published = json.loads((paths.PAPER_FIGURES / "notebooks" / "run.json").read_text())["ledger"]["notebooks"]
+    for notebook in ("03_cers", "04_ncs", "05_controls", "06_cross_model", "07_protocol", "08_methods"):
+        counted = published[notebook]["computed"] + published[notebook]["read_back"]
+        planned = STEPS[notebook].planned_forwards(declared_parameters(notebook))
+        assert 0.9 <= planned / counted <= 1.1, (notebook, planned, counted)

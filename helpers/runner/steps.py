@@ -13,7 +13,7 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
+from helpers.sizes import CONTROL_SCHEMES, SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
 from helpers.studies.masking_variants import MASKING_VARIANTS
 
@@ -36,7 +36,8 @@ class Step:
     out_reads: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     needs_regions: bool = False  # its analyses key on pixel regions: the model's adapter must map them to tokens
-    forwards: Callable[[dict], int] = lambda p: 0  # item x head-set copies the notebook runs at parameters p
+    # item x head-set copies the notebook asks for at parameters p, computed or read back from the cache
+    forwards: Callable[[dict], int] = lambda p: 0
 
     def planned_forwards(self, params: dict) -> int:
         return self.forwards(params)
@@ -59,19 +60,22 @@ def _discovery(p: dict) -> int:
 
 
 def _cers(p: dict) -> int:
-    """12 settings x (S + R layer-matched sets + R any-layer sets, drawn per setting), steered to c and to d, plus
-    the beta sweep (whose row at the notebook's beta is Table 3's run)."""
-    sets = N_SETTINGS * (1 + 2 * p["n_random"])
+    """12 settings x (S + R layer-matched sets + R any-layer sets, drawn per setting), steered to c and to d, and
+    Table 18's sweep: 4 settings' S + R at the notebook's beta (Table 3's run, read back) and S + min(5, R) at each
+    other beta."""
+    r = p["n_random"]
     betas = len([b for b in p["betas"] if b != p["beta"]])
-    return p["n_items"] * 2 * (sets + 4 * betas * (1 + min(5, p["n_random"])))
+    sets = N_SETTINGS * (1 + 2 * r) + 4 * (1 + r) + 4 * betas * (1 + min(5, r))
+    return p["n_items"] * 2 * sets
 
 
 def _ncs(p: dict) -> int:
-    """12 settings' S + R on both arms, Table 5's two more row groups on 4 settings and its 4 per-layer sets' S + R
-    masked on both arms and steered to c and to d, Tables 6 / 16's grid hides and steers (the steers are 03's runs
-    where its R is the same) and the all-heads hide."""
+    """12 settings' S + R on both arms; Table 5's 4 settings' S + R at 3 row groups ("all" is the first run, read
+    back) and its 4 per-layer sets' S + R masked on both arms and steered to c and to d; Tables 6 / 16's grid hides
+    and steers of the 12 settings' S + R (the steers are 03's runs where its R is the same) and the all-heads
+    hide."""
     per_setting = (1 + p["n_random"]) * p["n_items"] * 2
-    return per_setting * (N_SETTINGS + 4 * 2 + 4 * 2 + N_SETTINGS * 2) + p["n_items"] * 2
+    return per_setting * (N_SETTINGS + 4 * 3 + 4 * 2 + N_SETTINGS * 2) + p["n_items"] * 2
 
 
 def _methods(p: dict) -> int:
@@ -85,16 +89,20 @@ def _methods(p: dict) -> int:
 
 
 def _controls(p: dict) -> int:
-    """Tables 9 (attention-matched, CERS and NCS), 10 (R large, after Table 3's first R), 12, 13 (two selections x
-    4 row groups), 14 (k values), 15 (6 pairs x 3 parts), the control schemes; runs shared with 03 / 04 come from
-    the cache and are not counted."""
+    """Per set, n_items copies on each of two arms (NCS) or steered to c and to d (CERS): Table 9 (S + R
+    layer-matched and S + R attention-matched, steered and masked, per setting), 10 (the two ref-qsp sets' S + R
+    large), 12 (6 damage sets on the two image arms and on the text arm), 13 (2 settings x 2 selections x 4 row
+    groups), 14 (2 settings x the k values), 15 (6 pairs x 3 parts), 17 (Table 3's steers), the control schemes
+    (each setting's S + R per scheme; the unseeded scheme's S + one set per seed) and the masking table (3 sets'
+    S + R per masking). Runs shared with 03 / 04 count too: the runner's progress counts copies read back. An
+    upper bound: bottom5's repeated pool runs its one distinct set once, and an empty part of Table 15 runs none."""
     r, n = p["n_random"], p["n_items"]
-    sets = N_SETTINGS * 2 * r + 2 * (p["n_random_large"] - r) + 12 + 2 * 7 * (1 + r) + 2 * len(p["ks"]) * (1 + r)
-    # the control schemes: 5 drawn schemes' S + R and the unseeded scheme's S + one set per seed, per setting
-    # (layer-matched is Table 3's run; bottom5's repeated pools run once, so this is an upper bound)
-    sets += N_SETTINGS * (5 * (1 + r) + 1 + UNSEEDED_SEEDS)
-    sets += len(MASKED_SETTINGS) * (len(MASKING_VARIANTS) - 1) * (1 + r)  # the masking table ("hide" is Table 3's run)
-    return n * 2 * (sets + 18 * (1 + r))
+    per_set = 1 + r
+    sets = N_SETTINGS * 4 * per_set + 2 * (1 + p["n_random_large"]) + 6
+    sets += 2 * 2 * 4 * per_set + 2 * len(p["ks"]) * per_set + 6 * 3 * per_set + N_SETTINGS * per_set
+    sets += N_SETTINGS * ((len(CONTROL_SCHEMES) - 1) * per_set + 1 + UNSEEDED_SEEDS)
+    sets += len(MASKED_SETTINGS) * len(MASKING_VARIANTS) * per_set
+    return n * 2 * sets + n * 6  # + Table 12's text arm: one arm per damage set
 
 
 def _cross_model(p: dict) -> int:
