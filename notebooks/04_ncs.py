@@ -51,11 +51,12 @@ from helpers import sizes
 from helpers.figures.causal import plot_against_random, plot_causal_example, plot_grid_contrast
 from helpers.measures.controls import per_layer_controls, with_controls
 from helpers.measures.necessity import drop, ncs
-from helpers.measures.stats import against_random, bootstrap_interval, holm, paired_t
+from helpers.measures.stats import bootstrap_interval, holm, paired_t
 from helpers.measures.steering import cers
 from helpers.runner import params, report
 from helpers.stimuli.design import QUERIES, SETTINGS, parse_setting
 from helpers.studies import claims, findings
+from helpers.studies.against_controls import against_controls
 from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
 from helpers.studies.region_contrast import (
@@ -69,11 +70,6 @@ from helpers.studies.region_contrast import (
 P = params.gather(globals(), "04_ncs")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 05
 print(exp.describe(), "(the image hidden from the set)")
-
-
-def against_controls(values: np.ndarray) -> dict:
-    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R]."""
-    return against_random(values[:, 0], values[:, 1:])
 
 
 # %% [markdown]

@@ -55,54 +55,25 @@ data_dir = None
 cache_dir = None
 
 # %%
-import numpy as np
 import pandas as pd
 
 from helpers import sizes
 from helpers.figures.controls import plot_control_schemes, plot_generic_damage, plot_mass_vs_cers, plot_ncs_vs_k
-from helpers.measures import control_schemes
-from helpers.measures.controls import (
-    attention_matched_sets,
-    layer_matched_sets,
-    per_layer_controls,
-    spill_note,
-    with_controls,
-)
-from helpers.measures.head_mass import mass_run, set_mass_statistics
-from helpers.measures.necessity import ncs
-from helpers.measures.overlap import top_k
-from helpers.measures.stats import against_random, holm, rank_p, spearman
-from helpers.measures.steering import cers
 from helpers.runner import params, report
 from helpers.runner.steps import MASKED_SETTINGS
-from helpers.stimuli.design import k_for
 from helpers.storage import paths
 from helpers.storage.headsets import load_score_maps
-from helpers.studies import claims, findings, verdicts
+from helpers.studies import claims, controls, findings
+from helpers.studies.control_scheme_runs import control_scheme_table
 from helpers.studies.experiment import Experiment
 from helpers.studies.masking_comparison import masking_rows, masking_sentence, masking_table
 
 P = params.gather(globals(), "05_controls")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 04
 discovered, n_layers, n_heads = exp.discovered, exp.n_layers, exp.n_heads
-steer, mask = exp.steer, exp.mask
-
-
-def stream(template: str, **fields):
-    """The named random stream of one analysis (helpers/sizes.STREAMS) under the run's seed."""
-    return sizes.stream(P.seed, template, **fields)
-
-
-def against_controls(values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
-    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R];
-    `distinct`: the random columns that are distinct sets, where the draw repeats sets."""
-    return against_random(values[:, 0], values[:, 1:], distinct)
-
-
 # Attention masses [L, H] per key group, read at the prompt's question and option rows of the items
 # each score is measured on: the grids (CERS) and the matched single-image MCQs (NCS).
-grid_mass = mass_run(exp.lm, P.eval_corpus, "grid", P.n_items, P.seed, "prompt", exp.cache)
-single_mass = exp.single_mass()
+grid_mass, single_mass = exp.grid_mass(), exp.single_mass()
 print(
     f"{exp.describe()}; "
     f"image mass per head: grids "
@@ -116,38 +87,8 @@ print(
 # at the image", it would vanish against B. R sets of each kind (R = 20 in both profiles; its column).
 
 # %%
-R9 = sizes.n_random(P, "table09")
-table9 = []
-for s, S in discovered.items():
-    layer_matched = exp.controls(s, R9)
-    matched_cers = attention_matched_sets(
-        S, grid_mass["image"], R9, stream("table09/attention-matched-cers/{setting}", setting=s)
-    )
-    matched_ncs = attention_matched_sets(
-        S, single_mass["image"], R9, stream("table09/attention-matched-ncs/{setting}", setting=s)
-    )
-    cers_a, cers_b = (cers(steer(with_controls(S, c))).mean(0) for c in (layer_matched, matched_cers))
-    ncs_a, ncs_b = (ncs(mask(with_controls(S, c))).mean(0) for c in (layer_matched, matched_ncs))
-    table9.append(
-        {
-            "setting": s,
-            "R": R9,
-            "CERS S": cers_a[0],
-            "CERS random A": cers_a[1:].mean(),
-            "CERS p A": rank_p(cers_a[0], cers_a[1:]),
-            "CERS random B": cers_b[1:].mean(),
-            "CERS p B": rank_p(cers_b[0], cers_b[1:]),
-            "NCS S": ncs_a[0],
-            "NCS random A": ncs_a[1:].mean(),
-            "NCS p A": rank_p(ncs_a[0], ncs_a[1:]),
-            "NCS random B": ncs_b[1:].mean(),
-            "NCS p B": rank_p(ncs_b[0], ncs_b[1:]),
-            "image mass S": grid_mass["image"][S].mean(),
-            "image mass A": np.mean([grid_mass["image"][c].mean() for c in layer_matched]),
-            "image mass B": np.mean([grid_mass["image"][c].mean() for c in matched_cers]),
-        }
-    )
-table9 = report.table(pd.DataFrame(table9), "table09_rank_p", P.out_dir, "table09_rank_p")
+table9 = controls.rank_p_table(exp, grid_mass["image"], single_mass["image"], sizes.n_random(P, "table09"))
+table9 = report.table(table9, "table09_rank_p", P.out_dir, "table09_rank_p")
 print(findings.rank_p_sentence(table9))
 
 # %% [markdown]
@@ -161,28 +102,9 @@ print(findings.rank_p_sentence(table9))
 # from the paper's rounded Table 10, (NCS − random mean) / random SD: 16.3 and 18.1 where its text says 17-19.
 
 # %%
-R10 = sizes.n_random(P, "table10")
-table10 = []
-for s in sizes.REF_QSP:
-    row = against_controls(ncs(exp.mask_controls(s, R10)))
-    table10.append(
-        {
-            "setting": s,
-            **{k: row[k] for k in ("R", "interval", "S", "S low", "S high", "random mean", "random sd", "random max")},
-            **{k: row[k] for k in ("p", "z", "z capped")},
-            "p floor": 1 / (R10 + 1),
-        }
-    )
-table10 = pd.DataFrame(table10)
 table3_ncs = pd.read_csv(P.out_dir / "table03_ncs.csv").set_index("setting")
-holm_p = table3_ncs["p"].copy()
-holm_r = table3_ncs["R"].copy()
-holm_p[table10.setting], holm_r[table10.setting] = table10.p.values, R10
-table10["p Holm (12 settings)"] = holm(holm_p.values)[[holm_p.index.get_loc(s) for s in table10.setting]]
-table10["Holm R's"] = ", ".join(f"{r} ({n} settings)" for r, n in holm_r.value_counts().sort_index().items())
 paper10 = report.reference("table10_large_r")
-table10 = table10.merge(paper10, on="setting", how="left")
-table10["paper z"] = (table10.paper_NCS - table10.paper_random_mean) / table10.paper_random_sd
+table10 = controls.large_r_table(exp, sizes.n_random(P, "table10"), table3_ncs, paper10)
 table10 = report.table(table10, "table10_large_r", P.out_dir, float_format="%.4f", digits=4)
 
 # %% [markdown]
@@ -208,29 +130,8 @@ print(findings.generic_damage_sentence(table12))
 # each against R layer-matched random sets (its column), S with a 95% t-interval over items.
 
 # %%
-per_layer = exp.head_sets("_per_layer")
-R13 = sizes.n_random(P, "table13")
-table13 = []
-for s in ("co-ref-qsp", "co-ord-qsp"):
-    selections = {
-        "flat": (discovered[s], exp.controls(s, R13)),
-        "per layer": (per_layer[s], per_layer_controls(per_layer[s], s, R13, P.seed)),
-    }
-    for selection, (head_set, controls) in selections.items():
-        for row_group in ("all", "image", "prompt", "last"):
-            row = against_controls(ncs(mask(with_controls(head_set, controls), row_group)))
-            table13.append(
-                {
-                    "setting": s,
-                    "selection": selection,
-                    "heads": int(head_set.sum()),
-                    "rows": row_group,
-                    **{k: row[k] for k in ("R", "interval", "S", "S low", "S high", "random mean", "p")},
-                }
-            )
-table13 = report.table(
-    pd.DataFrame(table13), "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"]
-)
+table13 = controls.row_groups_table(exp, sizes.n_random(P, "table13"))
+table13 = report.table(table13, "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"])
 print(findings.ncs_rows_groups_sentence(table13))
 
 # %% [markdown]
@@ -243,26 +144,9 @@ print(findings.ncs_rows_groups_sentence(table13))
 
 # %%
 score_maps = load_score_maps(P.data_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads)
-k_values = {share: k_for(n_layers * n_heads, share) for share in P.ks}
-table14 = []
-for s, scores in score_maps.items():
-    for share, k in k_values.items():
-        head_set = top_k(scores, k)
-        R14 = sizes.n_random(P, "table14_k100" if k == k_for(n_layers * n_heads) else "table14")  # the paper's k
-        controls = layer_matched_sets(head_set, R14, stream("table14/{setting}/k{k}", setting=s, k=k), spill=True)
-        row = against_controls(ncs(mask(with_controls(head_set, controls))))
-        table14.append(
-            {
-                "setting": s,
-                "k share": share,
-                "k": k,
-                **{c: row[c] for c in ("R", "interval", "S", "S low", "S high", "random mean", "random sd", "p")},
-                "controls spill": spill_note(head_set),
-            }
-        )
-table14 = pd.DataFrame(table14)
 paper14 = report.reference("table14_ncs_vs_k").rename(columns={"k_share": "k share"})
-table14 = table14.merge(paper14, on=["setting", "k share"], how="left")
+R14, R14_paper_k = sizes.n_random(P, "table14"), sizes.n_random(P, "table14_k100")
+table14 = controls.ncs_vs_k_table(exp, score_maps, P.ks, R14, R14_paper_k, paper14)
 table14 = report.table(table14, "table14_ncs_vs_k", P.out_dir)
 fig = plot_ncs_vs_k(table14.drop_duplicates(["setting", "k"]))
 report.figure(fig, "table14_ncs_vs_k", P.out_dir)
@@ -270,43 +154,17 @@ print(findings.ncs_vs_k_sentence(table14))
 
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
-# For two settings that differ in one factor, the heads both sets hold and the heads only one holds,
-# each against R layer-matched random sets of its own size: the excess of its NCS over the random sets'
-# mean and its rank p among them (the rank p of every other table). Empty parts are left blank. Every part's controls
-# are drawn from heads in neither A nor B: a control for "a only" that held heads of B (or of the
-# shared part) would carry the other part's effect and hide a difference between the parts; with
-# A ∪ B excluded, all three parts are compared with the same background of heads (`controls spill`: the
+# For two settings that differ in one factor (helpers.studies.controls.SHARED_HEAD_PAIRS), the heads both sets
+# hold and the heads only one holds, each against R layer-matched random sets of its own size: the excess of its
+# NCS over the random sets' mean and its rank p among them (the rank p of every other table). Empty parts are
+# left blank. Every part's controls are drawn from heads in neither A nor B: a control for "a only" that held
+# heads of B (or of the shared part) would carry the other part's effect and hide a difference between the parts;
+# with A ∪ B excluded, all three parts are compared with the same background of heads (`controls spill`: the
 # layers a part's controls borrow from where a layer has too few such heads left).
 
 # %%
-pairs = [
-    ("cm-ord-qsp", "co-ord-qsp", "corpus (cm vs co), ordinal"),
-    ("cm-ord-last", "co-ord-last", "corpus (cm vs co), ordinal"),
-    ("cm-ord-qsp", "cm-ref-qsp", "query type (ord vs ref), comics"),
-    ("cm-ord-last", "cm-ref-last", "query type (ord vs ref), comics"),
-    ("co-ord-qsp", "co-ord-out", "source (X vs out), COCO ordinal"),
-    ("co-ord-last", "co-ord-out", "source (X vs out), COCO ordinal"),
-]
-R15 = sizes.n_random(P, "table15")
-table15 = []
-for a, b, factor in pairs:
-    A, B = discovered[a], discovered[b]
-    row = {"comparison": factor, "a": a, "b": b, "shared": int((A & B).sum()), "a only": int((A & ~B).sum())}
-    row.update({"R": R15, "controls from": "heads in neither a nor b"})
-    spills = []
-    for part, head_set in {"shared": A & B, "a-only": A & ~B, "b-only": B & ~A}.items():
-        if not head_set.any():
-            row[f"{part} excess"], row[f"{part} p"] = np.nan, np.nan
-            continue
-        part_stream = stream("table15/{a}+{b}/{part}", a=a, b=b, part=part)
-        controls = layer_matched_sets(head_set, R15, part_stream, A | B, spill=True)
-        note = spill_note(head_set, A | B)
-        if note:
-            spills.append(f"{part}: {note}")
-        part_row = against_controls(ncs(mask(with_controls(head_set, controls))))
-        row[f"{part} excess"], row[f"{part} p"] = part_row["S"] - part_row["random mean"], part_row["p"]
-    table15.append(row | {"controls spill": "; ".join(spills)})
-table15 = report.table(pd.DataFrame(table15), "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
+table15 = controls.shared_heads_table(exp, sizes.n_random(P, "table15"))
+table15 = report.table(table15, "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
 print(findings.shared_heads_sentence(table15))
 
 # %% [markdown]
@@ -316,30 +174,9 @@ print(findings.shared_heads_sentence(table15))
 # statistic and the set's CERS (notebook 03's runs, read from the cache), over R sets (its column).
 
 # %%
-R17 = sizes.n_random(P, "table17")
-table17, points = [], []
-for s in discovered:
-    sets = exp.with_controls(s, R17)
-    statistics = set_mass_statistics(grid_mass["image"], sets)  # [1 + R] rows
-    scores = cers(steer(sets)).mean(0)  # [1 + R]
-    random_means = statistics["mean"].iloc[1:]
-    row = {
-        "setting": s,
-        "R": R17,
-        "mass S": statistics["mean"].iloc[0],
-        "mass random": random_means.mean(),
-        "mass random min": random_means.min(),
-        "mass random max": random_means.max(),
-    }
-    row.update({f"rho {stat}": spearman(statistics[stat].iloc[1:], scores[1:]) for stat in statistics.columns})
-    table17.append(row)
-    points += [
-        {"setting": s, "kind": "S" if i == 0 else "random", "mass": m, "CERS": c}
-        for i, (m, c) in enumerate(zip(statistics["mean"], scores))
-    ]
-table17 = report.table(pd.DataFrame(table17), "table17_mass_cers", P.out_dir, "table17_mass_cers")
-fig = plot_mass_vs_cers(pd.DataFrame(points))
-report.figure(fig, "table17_mass_cers", P.out_dir)
+table17, points = controls.mass_cers_table(exp, grid_mass["image"], sizes.n_random(P, "table17"))
+table17 = report.table(table17, "table17_mass_cers", P.out_dir, "table17_mass_cers")
+report.figure(plot_mass_vs_cers(points), "table17_mass_cers", P.out_dir)
 print(findings.mass_cers_sentence(table17))
 
 # %% [markdown]
@@ -375,69 +212,14 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # the unseeded seeds by the same rule on each seed's own set(s) (`R per seed`). Rank p's are over the DISTINCT
 # random sets (`distinct`): a bottom5 pool smaller than k gives every draw the whole pool (`heads` < k), as
 # gaze-heads does, so its R draws are one set and its rank p cannot go below 1 / 2.
+# The report card's `controls` line (notebook 07) runs the same computation (helpers/studies/control_scheme_runs.py).
 
 # %%
-R_schemes = sizes.n_random(P, "control_schemes")
-R_seed = sizes.n_random(P, "control_schemes_unseeded")
 all_scores = load_score_maps(P.data_dir / "discovery_scores.csv", list(discovered), n_layers, n_heads)
-
-
-def scheme_ncs(S: np.ndarray, sets: np.ndarray) -> np.ndarray:
-    """NCS per item [N, 1 + n] of S and its random `sets` [n, L, H]; each distinct set is run once."""
-    unique, inverse = control_schemes.unique_sets(with_controls(S, sets))
-    return ncs(mask(unique))[:, inverse]
-
-
-def seed_calls(values: np.ndarray, n_per_seed: int) -> list[str]:
-    """The outcome of verdicts.judge for S (column 0) against each seed's own `n_per_seed` sets."""
-    rows = [against_controls(values[:, [0, *range(1 + j * n_per_seed, 1 + (j + 1) * n_per_seed)]])
-            for j in range((values.shape[1] - 1) // n_per_seed)]  # fmt: skip
-    return [verdicts.judge(row).outcome for row in rows]
-
-
-SCHEME_COLUMNS = ("R", "distinct", "S", "random mean", "random sd", "random min", "random max", "p", "z", "z capped")
-scheme_rows, scheme_points = [], []
-for scheme in control_schemes.SCHEMES:
-    for s, S in discovered.items():
-        extra, distinct = {}, None
-        if scheme == "layer-matched":
-            values, heads = ncs(exp.mask_controls(s, R_schemes)), float(S.sum())
-            distinct = control_schemes.distinct_columns(exp.controls(s, R_schemes))
-        elif scheme == "unseeded":
-            per_seed = control_schemes.unseeded_sets(S, s, R_seed, P.seed)  # [seeds, R_seed, L, H]
-            sets = per_seed.reshape(-1, n_layers, n_heads)
-            values, heads = scheme_ncs(S, sets), float(per_seed.sum((2, 3)).mean())
-            distinct = control_schemes.distinct_columns(sets)
-            calls = seed_calls(values, R_seed)
-            extra = {
-                "seeds": len(per_seed),
-                "R per seed": R_seed,
-                "seeds beating": calls.count(verdicts.BEATS),
-                "seeds not interpretable": calls.count(verdicts.NOT_INTERPRETABLE),
-            }
-        else:
-            sets = control_schemes.scheme_sets(scheme, S, s, R_schemes, P.seed, all_scores[s])
-            values, heads = scheme_ncs(S, sets), float(sets.sum((1, 2)).mean())
-            distinct = control_schemes.distinct_columns(sets)
-        row = against_controls(values, distinct)
-        scheme_rows.append(
-            {
-                "scheme": scheme,
-                "setting": s,
-                "heads": heads,
-                **{k: row[k] for k in SCHEME_COLUMNS},
-                **extra,
-            }
-        )
-        means = values.mean(0)
-        scheme_points += [
-            {"scheme": scheme, "setting": s, "kind": "S" if i == 0 else "random", "NCS": m}
-            for i, m in enumerate(means)
-        ]
-scheme_table = verdicts.scheme_verdicts(pd.DataFrame(scheme_rows))
+R_schemes, R_seed = sizes.n_random(P, "control_schemes"), sizes.n_random(P, "control_schemes_unseeded")
+scheme_table, scheme_points = control_scheme_table(exp, discovered, all_scores, R_schemes, R_seed, P.seed)
 scheme_table = report.table(scheme_table, "control_schemes", P.out_dir, on=["scheme", "setting"])
-fig = plot_control_schemes(pd.DataFrame(scheme_points), scheme_table)
-report.figure(fig, "control_schemes", P.out_dir)
+report.figure(plot_control_schemes(scheme_points, scheme_table), "control_schemes", P.out_dir)
 scheme_sentence = findings.scheme_changes(scheme_table)
 (P.out_dir / "control_schemes_summary.md").write_text(scheme_sentence + "\n")
 print(scheme_sentence)

@@ -66,59 +66,27 @@ data_dir = None
 cache_dir = None
 
 # %%
-import numpy as np
-import pandas as pd
 from IPython.display import display
 
 from helpers import sizes
-from helpers.engine import load_model
 from helpers.figures.cross_model import plot_overlaps_per_model
-from helpers.measures.controls import spill_notes
-from helpers.measures.stats import against_random, t_interval
 from helpers.runner import params, report
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.stimuli.pointing_convert import converted_task
 from helpers.storage.cache import ResultCache
+from helpers.studies import cross_model_tables as tables
 from helpers.studies import findings
-from helpers.studies.claims import claim_rows
-from helpers.studies.cross_model import (
-    AUDIT,
-    CAUSAL,
-    LAST,
-    NATIVE,
-    QSP_OUT,
-    TABLE16,
-    TABLE19,
-    audit_row,
-    audit_run,
-    card_targets,
-    causal_runs,
-    claim_tables,
-    controls_of,
-    native_sets,
-    overlap_rows,
-    ranges,
-    sweeps,
-)
-from helpers.studies.evaluation import Evaluation
-from helpers.studies.pointing_runs import score_suite
-from helpers.studies.region_contrast import (
-    attainable_ncs_grid,
-    grid_audit,
-    region_contrast_runs,
-    region_contrast_table,
-)
-from helpers.studies.resolution import resolution_table, single_head_run, summary_sentence
-from helpers.studies.verdicts import AUDIT_RANGES, judge
-from helpers.toy.probe import depth_profile
+from helpers.studies.cross_model import AUDIT
+from helpers.studies.cross_model_run import model_run
+from helpers.studies.resolution import summary_sentence
+from helpers.studies.verdicts import AUDIT_RANGES
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
 tasks = {**SYNTHETIC, **{t.name: t for t in (converted_task(b, path) for b, path in P.benchmarks.items())}}
 print(f"{len(P.models)} models; {P.n_strips} strips per corpus x query, {P.n_items} items, R = {P.n_random}")
 print(f"pointing suite: {len(tasks)} tasks x {P.n_pointing} items, each set against one layer-matched draw")
-n_single = sizes.single_head_items(P)
-print(f"single-head necessity profile: every head alone, {n_single} item pairs")
+print(f"single-head necessity profile: every head alone, {sizes.single_head_items(P)} item pairs")
 
 # %% [markdown]
 # ## Per model: audit, discovery, NCS and CERS against layer-matched random sets, the pointing suite
@@ -130,43 +98,14 @@ print(f"single-head necessity profile: every head alone, {n_single} item pairs")
 # the resolution table's `spill` column (helpers.measures.controls.layer_quota).
 
 # %%
-audit, results, suites, contrasts, region_tables, curves = [], {}, {}, {}, {}, {}
-suite_names = {**NATIVE, "cm-ref-qsp": "cm-ref-qsp", "co-ord-qsp": "co-ord-qsp"}  # pointing-suite name -> setting
+results = {}
 for name in P.models:
-    lm = load_model(name, device=P.device, dtype=P.dtype)
-    row = audit_row(audit_run(lm, P.eval_corpus, P.n_items, P.seed, cache), card_targets(name))
-    audit.append({"model": name, "family": lm.adapter.family, **row})
-    means, sets, k_top = native_sets(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward)
-    single = single_head_run(lm, P.eval_corpus, n_single, P.seed, cache)
-    probe = depth_profile(lm, cache, sizes.probe_items(P), P.eval_corpus, P.seed)
-    compared = [*CAUSAL, *suite_names.values(), *(TABLE16 if row["passes"] else ())]
-    spill = spill_notes({s: sets[s] for s in compared})
-    evaluation = Evaluation(lm, P.eval_corpus, P.n_items, P.seed, cache, P.sets_per_forward, P.beta)
-    runs = causal_runs(evaluation, {s: sets[s] for s in CAUSAL}, P.n_random)
-    results[name] = {"means": means, "k": k_top, "runs": runs, "audit": "passes" if row["passes"] else "FAILS"}
-    curves[name] = sweeps(evaluation, means["co-ref-qsp"], k_top, P.ks, P.betas)
-    results[name]["claim tables"] = claim_tables(lm, P.n_strips, P.k, P.seed, cache, P.strips_per_forward, runs)
-    results[name] |= {"flagged": row["flagged"], "spill": spill, "single head": single, "probe": probe}
-    suite_sets = {native: sets[s] for native, s in suite_names.items()}
-    if row["passes"]:  # Table 16 on the models whose grid passes the audit only
-        cm_sets = {s: sets[s] for s in TABLE16}
-        contrasts[name] = region_contrast_runs(evaluation, cm_sets, controls_of(cm_sets, P.n_random_grid, P.seed))
-        region = region_contrast_table(contrasts[name], attainable_ncs_grid(evaluation), grid_audit(evaluation))
-        region_tables[name] = region.assign(model=name)
-    suites[name] = score_suite(
-        lm,
-        tasks,
-        suite_sets,
-        n_items=P.n_pointing,
-        seed=P.seed,
-        beta=P.beta,
-        cache=cache,
-        sets_per_forward=P.sets_per_forward,
-    )
-    print(f"{name}: {lm.adapter.family}, top-{k_top}; baseline audit {results[name]['audit']} {row['flagged']}")
-    if spill:
-        print(f"  layer-matched sets spill to the nearest layers with room: {spill}")
-    del lm, evaluation
+    result = model_run(name, P, cache, tasks)
+    results[name] = result
+    family, k_top = result["audit row"]["family"], result["k"]
+    print(f"{name}: {family}, top-{k_top}; baseline audit {result['audit']} {result['flagged']}")
+    if result["spill"]:
+        print(f"  layer-matched sets spill to the nearest layers with room: {result['spill']}")
 
 # %% [markdown]
 # ## Table 22: the baseline audit
@@ -176,12 +115,11 @@ for name in P.models:
 # embedded toy's eight held-out targets met. The paper's rows are Qwen3-VL-8B on its converted benchmarks.
 
 # %%
-table22 = pd.DataFrame(audit)
 print(
     "ranges:",
     ", ".join(f"{name} {AUDIT_RANGES[source][0]:g}-{AUDIT_RANGES[source][1]:g}" for name, source in AUDIT.items()),
 )
-report.table(table22, "table22_baseline_audit", P.out_dir, on="model")
+report.table(tables.baseline_audit_table(results), "table22_baseline_audit", P.out_dir, on="model")
 display(report.reference("table22_baseline_audit").round(3))
 
 # %% [markdown]
@@ -191,17 +129,7 @@ display(report.reference("table22_baseline_audit").round(3))
 # least 0.01, unadjusted); the paper's three models beside ours (the `paper_*` columns, by setting).
 
 # %%
-rows = []
-for name, res in results.items():
-    for s, label in TABLE19.items():
-        values = res["runs"][s]["ncs"]  # [N, 1 + R]
-        r = against_random(values[:, 0], values[:, 1:])
-        rows.append(
-            {"model": name, "audit": res["audit"], "setting": label, "k": res["k"], "NCS": r["S"]}
-            | {k: r[k] for k in ("random mean", "random min", "random max", "R", "p")}
-            | {"verdict": judge(r).outcome}
-        )
-table19 = pd.DataFrame(rows)  # four decimals: a toy's S can sit above all R sets by float noise alone
+table19 = tables.second_model_table(results)  # four decimals: a toy's S can sit above all R sets by float noise alone
 table19 = report.table(
     table19, "table19_second_model", P.out_dir, "table19_second_model", digits=4, float_format="%.4f"
 )
@@ -218,14 +146,9 @@ print(findings.per_model_sentence(table19))
 # differ from 04's, whose sets are notebook 01's.
 
 # %%
-not_scored = [name for name in results if name not in contrasts]
+not_scored = [name for name, result in results.items() if result["contrasts"] is None]
 print("not scored (failed the baseline audit):", ", ".join(not_scored) or "none")
-table16 = (
-    pd.concat(region_tables.values(), ignore_index=True)
-    if region_tables
-    else pd.DataFrame(columns=["model", "setting"])
-)
-table16 = table16[["model", *table16.columns.drop("model")]]
+table16 = tables.region_contrast_models_table(results)
 table16 = report.table(table16, "table16_region_contrast_models", P.out_dir, "table16_region_contrast")
 print(findings.region_contrast_sentence(table16))
 
@@ -236,24 +159,9 @@ print(findings.region_contrast_sentence(table16))
 # CERS (β as notebook 03). Table 24: the five sets one by one, each with its draw.
 
 # %%
-rows8, rows24 = [], []
-for name, res in results.items():
-    row = {"model": name, "audit": res["audit"]}
-    for measure in ("ncs", "cers"):
-        row |= {f"{measure} {key}": v for key, v in ranges(res["runs"], measure, QSP_OUT).items()}
-        last = res["runs"][LAST][measure]  # [N, 1 + R]
-        row |= {f"{measure} last S": last[:, 0].mean(), f"{measure} last random": last[:, 1].mean()}
-    rows8.append(row)
-    for s in QSP_OUT:
-        run = res["runs"][s]
-        rows24.append(
-            {"model": name, "audit": res["audit"], "setting": s}
-            | {"CERS": run["cers"][:, 0].mean(), "CERS random": run["cers"][:, 1].mean()}
-            | {"NCS": run["ncs"][:, 0].mean(), "NCS random": run["ncs"][:, 1].mean()}
-        )
-table8 = report.table(pd.DataFrame(rows8), "table08_further_models", P.out_dir)
+table8 = report.table(tables.further_models_table(results), "table08_further_models", P.out_dir)
 display(report.reference("table08_further_models"))
-table24 = report.table(pd.DataFrame(rows24), "table24_ood_models", P.out_dir, "table24_ood_models")
+table24 = report.table(tables.ood_models_table(results), "table24_ood_models", P.out_dir, "table24_ood_models")
 
 # %% [markdown]
 # ## Figure 7: the native sets' overlap with each other and with a uniform random draw
@@ -262,14 +170,8 @@ table24 = report.table(pd.DataFrame(rows24), "table24_ood_models", P.out_dir, "t
 # grey: the range over the paper's seven scored models.
 
 # %%
-overlaps = pd.DataFrame(
-    [
-        {"model": name, "audit": res["audit"], **row}
-        for name, res in results.items()
-        for row in overlap_rows(res["means"], res["k"], 1000, P.seed)
-    ]
-)
 paper7 = report.reference("fig07_overlap_ranges")
+overlaps = tables.overlaps_table(results, 1000, P.seed)
 overlaps = report.table(overlaps, "fig07_cross_model_overlap", P.out_dir, "fig07_overlap_ranges", on="pair")
 report.figure(plot_overlaps_per_model(overlaps, paper7), "fig07_cross_model_overlap", P.out_dir)
 
@@ -280,28 +182,15 @@ report.figure(plot_overlaps_per_model(overlaps, paper7), "fig07_cross_model_over
 # on that model. Converted benchmarks join through `benchmarks` ({"CountBenchQA": "path/items.jsonl", ...}).
 
 # %%
-table25 = pd.DataFrame([{"task": t.name, "family": t.family, "shown and asked": t.shown} for t in tasks.values()])
-report.table(table25, "table25_pointing_tasks", P.out_dir)
-pointing_audit = pd.DataFrame(
-    [{"model": m, "task": t, **row} for m, (audits, _) in suites.items() for t, row in audits.items()]
-)
-report.table(pointing_audit, "table22_pointing_audit", P.out_dir)
+report.table(tables.pointing_tasks_table(tasks), "table25_pointing_tasks", P.out_dir)
+report.table(tables.pointing_audit_table(results), "table22_pointing_audit", P.out_dir)
 
 # %% [markdown]
 # ## Table 26: per task, CERS of the ord-last set against its layer-matched draw
 # (the paper: flat top-20 on Qwen3-VL-8B, N = 80 per task; here the native top-k of each model).
 
 # %%
-rows = []
-for m, (_, scores) in suites.items():
-    for t in tasks:
-        if t not in scores:
-            rows.append({"model": m, "task": t, "scored": False})
-            continue
-        values = scores[t]["cers"]["ord-last"]  # [N, 2]: S, its draw
-        rows.append({"model": m, "task": t, "scored": True, "ord-last": values[:, 0].mean()})
-        rows[-1] |= {"random": values[:, 1].mean(), "gap": values[:, 0].mean() - values[:, 1].mean()}
-table26 = report.table(pd.DataFrame(rows), "table26_pointing_tasks", P.out_dir)
+report.table(tables.pointing_task_cers_table(results, tasks), "table26_pointing_tasks", P.out_dir)
 display(report.reference("table26_pointing_tasks"))
 
 # %% [markdown]
@@ -309,16 +198,7 @@ display(report.reference("table26_pointing_tasks"))
 # Baseline acc.: the clean grid accuracy over those tasks; random: the mean of the three native sets' draws.
 
 # %%
-rows = []
-for m, (audits, scores) in suites.items():
-    row = {"model": m, "audit": results[m]["audit"], "tasks scored": f"{len(scores)}/{len(tasks)}"}
-    if scores:
-        row["baseline acc"] = np.mean([audits[t]["plain accuracy"] for t in scores])
-        pooled = {n: np.concatenate([scores[t]["cers"][n] for t in scores]) for n in NATIVE}  # [N tasks, 2]
-        row |= {n: v[:, 0].mean() for n, v in pooled.items()}
-        row["random"] = np.mean([v[:, 1].mean() for v in pooled.values()])
-    rows.append(row)
-table27 = report.table(pd.DataFrame(rows), "table27_pointing_models", P.out_dir)
+report.table(tables.pointing_models_table(results, tasks), "table27_pointing_models", P.out_dir)
 display(report.reference("table27_pointing_models"))
 
 # %% [markdown]
@@ -326,20 +206,7 @@ display(report.reference("table27_pointing_models"))
 # 95% t-intervals over items (the paper: a bootstrap for NCS).
 
 # %%
-rows = []
-for m, (_, scores) in suites.items():
-    for n in ("cm-ref-qsp", "ref-qspan", "co-ord-qsp"):
-        if not scores:
-            continue
-        pooled = {measure: np.concatenate([scores[t][measure][n] for t in scores]) for measure in ("cers", "ncs")}
-        for column, label in ((0, n), (1, f"{n} random")):
-            row = {"model": m, "head set": label.replace("ref-qspan", "co-ref-qsp")}
-            for measure, values in pooled.items():
-                mean, low, high = t_interval(values[:, column])
-                row |= {measure.upper(): mean, f"{measure.upper()} low": low, f"{measure.upper()} high": high}
-            rows.append(row)
-table23 = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["model", "head set"])  # no model scored a task
-table23 = report.table(table23, "table23_ood_pooled", P.out_dir)
+report.table(tables.ood_pooled_table(results), "table23_ood_pooled", P.out_dir)
 display(report.reference("table23_ood_pooled"))
 
 # %% [markdown]
@@ -364,16 +231,10 @@ display(report.reference("table23_ood_pooled"))
 #   MIN_EFFECT on the matched arm, and the largest single-head NCS.
 
 # %%
-resolution = resolution_table({name: results[name] for name in P.models}, contrasts, curves)
+resolution = tables.model_resolution_table(results)
 resolution = report.table(resolution, "cross_model_resolution", P.out_dir, float_format="%.4g", digits=4)
 print(summary_sentence(resolution))
-curve_rows = [
-    {"model": name, "sweep": sweep, "value of k or beta": x, "mean": y}
-    for name, by_sweep in curves.items()
-    for sweep, values in by_sweep.items()
-    for x, y in values.items()
-]
-report.table(pd.DataFrame(curve_rows), "cross_model_sweeps", P.out_dir, float_format="%.4g", digits=4)
+report.table(tables.sweeps_table(results), "cross_model_sweeps", P.out_dir, float_format="%.4g", digits=4)
 
 # %% [markdown]
 # ## The paper's claims on each model
@@ -386,21 +247,6 @@ report.table(pd.DataFrame(curve_rows), "cross_model_sweeps", P.out_dir, float_fo
 # a model 06 could not compare (no layer-matched sets) has no rows.
 
 # %%
-UNTESTED_IN_06 = {
-    "Holm across 12 settings": "06 masks 8 of the 12 settings, so Holm across the 12 is not computed",
-    "no steering advantage": "06 steers each set against one layer-matched draw (rank p needs R >= 19)",
-    "random sets span S": "06 draws no any-layer sets",
-    "necessity separates, steering does not": "06 steers each set against one layer-matched draw",
-    "replicates on further models": "a claim across models: 05's table reads it from Table 19 above",
-}
-model_claims = pd.concat(
-    [
-        claim_rows(results[m]["claim tables"], untested=UNTESTED_IN_06).assign(model=m, audit=results[m]["audit"])
-        for m in P.models
-        if m in results
-    ],
-    ignore_index=True,
-)
-model_claims = model_claims[["model", "audit", "claim", "paper", "this run", "holds", "detail", "rule"]]
+model_claims = tables.claims_per_model_table(results)
 model_claims = report.table(model_claims, "claims_per_model", P.out_dir, float_format="%.4g", digits=4)
 display(model_claims.pivot(index="claim", columns="model", values="holds").loc[model_claims.claim.unique()])

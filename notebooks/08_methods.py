@@ -53,37 +53,24 @@ data_dir = None
 cache_dir = None
 
 # %%
-import time
-
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-import seaborn as sns
-
 from helpers import sizes
 from helpers.engine import load_model
-from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, spill_notes, with_controls
+from helpers.figures.methods import plot_method_overlap, plot_method_score_maps
+from helpers.measures.controls import spill_notes
 from helpers.measures.discovery import all_setting_scores, discover_all
-from helpers.measures.methods import CAUSAL_REFERENCES, FACTS, METHODS, PER_ITEM, rank_agreement
-from helpers.measures.methods.cached import method_run
-from helpers.measures.methods.ceiling import shared_across_halves, split_scores
-from helpers.measures.necessity import ncs
-from helpers.measures.overlap import overlap, split_halves, top_k
-from helpers.measures.stats import against_random, holm, t_interval
-from helpers.measures.steering import cers
+from helpers.measures.overlap import top_k
 from helpers.runner import params, report
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
-from helpers.studies import findings
+from helpers.studies import findings, method_validation, methods
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import damage_verdict, holm_random_sets, judge
+from helpers.studies.verdicts import holm_random_sets
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 cache = ResultCache(P.cache_dir)
 evaluation = Evaluation(lm, P.eval_corpus, P.n_eval, P.seed, cache, P.sets_per_forward, P.beta, P.rows)
-shape = (len(lm.adapter.candidate_layers), lm.adapter.n_heads)
-n_heads = shape[0] * shape[1]
+n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
 k_top = k_for(n_heads, P.k)
 print(f"{n_heads} heads, top-{k_top}; {P.n_items} strips per method, interleaved over corpus x query")
 
@@ -91,8 +78,7 @@ print(f"{n_heads} heads, top-{k_top}; {P.n_items} strips per method, interleaved
 # ## What each method reads, and how its authors selected and validated heads
 
 # %%
-facts = pd.DataFrame([{"method": name, **vars(f)} for name, f in FACTS.items()])
-facts = report.table(facts, "methods_facts", P.out_dir)
+facts = report.table(methods.facts_table(), "methods_facts", P.out_dir)
 
 # %% [markdown]
 # ## Every method's score on the same strips
@@ -101,23 +87,10 @@ facts = report.table(facts, "methods_facts", P.out_dir)
 # the model or the strips is refused with its reason (FACTS' `needs`) and left out of the tables below.
 
 # %%
-runs, scores, seconds, refused = {}, {}, {}, {}
-for name in METHODS:
-    start = time.perf_counter()
-    try:
-        runs[name] = method_run(lm, name, P.n_items, P.seed, cache)
-        scores[name] = PER_ITEM[name][1](runs[name])
-    except ValueError as error:
-        refused[name] = str(error)
-        print(f"{name} refused: {error}")
-    seconds[name] = time.perf_counter() - start
-fig, axes = plt.subplots(1, len(scores), figsize=(2.2 * len(scores), 3.2), sharey=True)
-for ax, (name, score) in zip(axes, scores.items()):
-    ax.imshow(score, aspect="auto", cmap="viridis")
-    ax.set_title(name, fontsize=8)
-    ax.set_xlabel("head")
-axes[0].set_ylabel("layer")
-report.figure(fig, "methods_score_maps", P.out_dir)
+runs, scores, seconds, refused = methods.method_scores(lm, P.n_items, P.seed, cache)
+for name, reason in refused.items():
+    print(f"{name} refused: {reason}")
+report.figure(plot_method_score_maps(scores), "methods_score_maps", P.out_dir)
 
 # %% [markdown]
 # ## Top-k overlap: the methods against each other and against the paper's 12 settings
@@ -138,37 +111,15 @@ item_scores = all_setting_scores(
 setting_scores = {s: v.mean(0) for s, v in item_scores.items()}
 sets = {name: top_k(score, k_top) for name, score in scores.items()}
 columns = {**sets, **{s: top_k(v, k_top) for s, v in setting_scores.items()}}
-method_splits = split_halves(P.n_items, P.n_splits, P.seed)
-setting_splits = split_halves(P.n_strips, P.n_splits, P.seed)
-halves = {name: split_scores(runs[name], PER_ITEM[name][1], method_splits) for name in sets}
-halves |= {s: [(v[a].mean(0), v[b].mean(0)) for a, b in setting_splits] for s, v in item_scores.items()}
-ceiling_runs = {name: shared_across_halves(h, h, k_top) for name, h in halves.items()}
-ceilings = pd.DataFrame(
-    {
-        "column": list(ceiling_runs),
-        "items per half": [P.n_items // 2 if c in sets else P.n_strips // 2 for c in ceiling_runs],
-        "ceiling splits": [int(np.isfinite(v).sum()) for v in ceiling_runs.values()],
-        "half-split ceiling": [np.nanmean(v) if np.isfinite(v).any() else np.nan for v in ceiling_runs.values()],
-    }
-)
+halves = methods.half_scores(runs, item_scores, P.n_items, P.n_strips, P.n_splits, P.seed)
+ceilings = methods.ceilings_table(halves, list(sets), P.n_items, P.n_strips, k_top)
 ceilings = report.table(ceilings, "methods_ceilings", P.out_dir, on="column")
-matrix = pd.DataFrame({b: {a: overlap(sets[a], columns[b]) for a in sets} for b in columns}).astype(float)
-matrix.loc["half-split ceiling"] = ceilings.set_index("column")["half-split ceiling"]
-fig, ax = plt.subplots(figsize=(0.45 * len(columns) + 2, 0.45 * len(matrix) + 1.5))
-annot = matrix.map(lambda v: f"{v:.0f}")
-annot.loc["half-split ceiling"] = matrix.loc["half-split ceiling"].map(lambda v: f"{v:.1f}")
-sns.heatmap(matrix / k_top, annot=annot, fmt="", cmap="viridis", vmin=0, vmax=1, ax=ax, annot_kws={"fontsize": 7})
-ax.axhline(len(sets), color="white", linewidth=2)  # the ceilings' row below the methods' rows
-ax.set_title(
-    f"Top-{k_top} overlap: methods (rows) vs methods and the 12 settings, and each column's half-split ceiling "
-    "(colour: share of k)"
-)
-report.figure(fig, "methods_overlap", P.out_dir)
+matrix = methods.overlap_table(sets, columns, ceilings)
+report.figure(plot_method_overlap(matrix, k_top), "methods_overlap", P.out_dir)
 matrix = report.table(matrix.reset_index(names="method"), "methods_overlap", P.out_dir, float_format="%.1f")
-across_halves = pd.DataFrame(
-    {b: {a: np.nanmean(shared_across_halves(halves[a], halves[b], k_top)) for a in sets} for b in columns}
-)  # methods (rows) x columns: top-k on one half against the column's top-k on the other half
-print(findings.methods_ceiling_sentence(across_halves, ceilings.set_index("column")["half-split ceiling"], k_top))
+across_halves = methods.across_halves_table(halves, list(sets), list(columns), k_top)
+ceiling_of = ceilings.set_index("column")[methods.CEILING]
+print(findings.methods_ceiling_sentence(across_halves, ceiling_of, k_top))
 
 # %% [markdown]
 # ## Which scores rank heads like exact single-head ablation?
@@ -176,26 +127,7 @@ print(findings.methods_ceiling_sentence(across_halves, ceilings.set_index("colum
 # output is zeroed; attribution patching is the first-order estimate of that drop.
 
 # %%
-ablation = scores.get("ablation", np.full(shape, np.nan))
-agreement = pd.DataFrame(
-    [
-        {
-            "score": name,
-            "kind": "causal estimate"
-            if name in CAUSAL_REFERENCES
-            else "paper setting"
-            if name in setting_scores
-            else "method",
-            "spearman with ablation": rank_agreement(score, ablation),
-            f"top-{k_top} overlap with ablation": overlap(columns[name], top_k(ablation, k_top))
-            if "ablation" in sets
-            else np.nan,
-            "seconds": seconds.get(name, np.nan),
-        }
-        for name, score in {**scores, **{s: setting_scores[s] for s in setting_scores}}.items()
-        if name != "ablation"
-    ]
-)
+agreement = methods.ablation_agreement_table(scores, setting_scores, columns, k_top, seconds)
 agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on="score")
 
 # %% [markdown]
@@ -213,37 +145,11 @@ agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on=
 # (verdicts.holm_random_sets), the default `n_random`.
 
 # %%
-R = sizes.n_random(P, "methods")
-R_any = sizes.n_random(P, "methods_any_layer")
-
-
-def against(discovered: np.ndarray, random: np.ndarray) -> dict:
-    """against_random of S's per-item values [N] and the random sets' [N, R], with the effect's t-interval."""
-    effect, low, high = t_interval(discovered - random.mean(1))
-    return {**against_random(discovered, random), "effect": effect, "effect low": low, "effect high": high}
-
-
-# measure -> (per-item score [N, n], the cached run of sets [n, L, H] it reads: notebook 04's masking, 03's steering)
-MEASURES = {"NCS": (ncs, evaluation.mask), "CERS": (cers, evaluation.steer)}
-any_sets = any_layer_sets(shape, k_top, R_any, sizes.stream(P.seed, "methods/any-layer"))
-any_values = {measure: score(run(any_sets)) for measure, (score, run) in MEASURES.items()}  # [N, R_any]
-reference = top_k(setting_scores["co-ref-qsp"], k_top)
-stats = []
-for name, head_set in sets.items():
-    stream = sizes.stream(P.seed, "methods/layer-matched/{method}", method=name)
-    controls = layer_matched_sets(head_set, R, stream, spill=True)
-    for measure, (score, run) in MEASURES.items():
-        per_item = score(run(with_controls(head_set, controls)))  # [N, 1 + R]
-        randoms = {"layer-matched": per_item[:, 1:], "any-layer": any_values[measure]}
-        for control, random in randoms.items():
-            stats.append({"method": name, "measure": measure, "control": control, **against(per_item[:, 0], random)})
-stats = pd.DataFrame(stats)
+R, R_any = sizes.n_random(P, "methods"), sizes.n_random(P, "methods_any_layer")
+stats = method_validation.validation_stats(evaluation, sets, k_top, R, R_any, P.seed)
 spill = spill_notes(sets)
 if spill:
     print(f"layer-matched sets borrow from the nearest layers (a layer holds more of S than of the rest): {spill}")
-stats["p Holm"] = stats.groupby(["measure", "control"])["p"].transform(lambda p: holm(p.to_numpy()))
-n_tests = stats.groupby(["measure", "control"])["p"].transform("size")
-stats["verdict"] = [judge(row, "p Holm", int(n)).outcome for row, n in zip(stats.to_dict("records"), n_tests)]
 stats = report.table(stats, "methods_validation_stats", P.out_dir, on=["method", "measure", "control"])
 print(findings.holm_reach_sentence(stats, {"layer-matched": R, "any-layer": R_any}, holm_random_sets(len(sets))))
 
@@ -257,21 +163,7 @@ print(findings.holm_reach_sentence(stats, {"layer-matched": R, "any-layer": R_an
 # generic-damage set's NCS by at least the minimum effect.
 
 # %%
-damage, damage_rows = [], {}
-for name, head_set in sets.items():
-    table = evaluation.generic_damage(head_set)
-    s_low = stats[(stats.method == name) & (stats.measure == "NCS")]["S low"].iloc[0]
-    verdict = damage_verdict(name, s_low, table, audits=[])
-    others = table[table["damage set"] != "discovered"]
-    worst = others.loc[others["NCS"].idxmax()]
-    damage_rows[name] = {
-        "damage NCS max": worst["NCS"],
-        "damage set of max": worst["damage set"],
-        "damage verdict": verdict.verdict,
-    }
-    damage.append(table.assign(method=name))
-damage = pd.concat(damage, ignore_index=True)
-damage = damage[["method", *damage.columns.drop("method")]]
+damage, damage_rows = method_validation.damage_tables(evaluation, sets, stats)
 damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method", "damage set"])
 
 # %% [markdown]
@@ -281,29 +173,10 @@ damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method",
 # and the card's verdict), beside each other; a refused method keeps its reason.
 
 # %%
-ceiling_of = ceilings.set_index("column")["half-split ceiling"]
-validation = []
-for name, head_set in sets.items():
-    row = {
-        "method": name,
-        "kind": "causal reference" if name in CAUSAL_REFERENCES else "method",
-        "overlap with co-ref-qsp per 100": 100 * overlap(head_set, reference) / k_top,
-        "half-split ceiling": ceiling_of[name],
-    }
-    for measure in MEASURES:
-        row[f"{measure} S"] = stats[(stats.method == name) & (stats.measure == measure)]["S"].iloc[0]
-        for control, prefix in (("layer-matched", measure), ("any-layer", f"{measure} any-layer")):
-            hit = stats[(stats.method == name) & (stats.measure == measure) & (stats.control == control)].iloc[0]
-            row[f"{prefix} random"], row[f"{prefix} p"] = hit["random mean"], hit["p"]
-            row[f"{prefix} p Holm"], row[f"{prefix} verdict"] = hit["p Holm"], hit["verdict"]
-    row["layer-matched spill"] = spill_note(head_set)
-    validation.append({**row, **damage_rows[name]})
-for name, reason in refused.items():
-    validation.append({"method": name, "kind": "refused", "refused": reason})
-validation = pd.DataFrame(validation)
-validation.insert(2, "k", k_top)
-validation.insert(3, "R", R)
-validation.insert(4, "R any-layer", R_any)
+reference = top_k(setting_scores["co-ref-qsp"], k_top)
+validation = method_validation.validation_table(
+    sets, k_top, reference, ceiling_of, stats, damage_rows, refused, R, R_any
+)
 validation = report.table(validation, "methods_validation", P.out_dir, on="method")
 print(findings.methods_validation_sentence(validation))
 print(findings.methods_damage_sentence(validation))

@@ -227,3 +227,53 @@ def test_the_card_line_and_its_forward_copies():
     assert line.number.endswith("each seed's one set alone: beats random at 0 of 20 seeds, not interpretable at 20")
     blocked = scheme_verdict("mine", "bottom5", schemes, 1, verdicts.audit_verdicts({"matched": 0.5}))
     assert blocked.verdict == verdicts.NOT_INTERPRETABLE and "matched" in blocked.reason
+
+
+class _Masking:
+    """A stand-in for Evaluation.mask: per item, the masked set's matched drop grows with its heads in layer 0 (plus
+    item noise), the mismatched arm is untouched; records the size of every stack it runs."""
+
+    def __init__(self, n_items: int = 12):
+        self.n_items, self.stacks = n_items, []
+        self.noise = np.random.default_rng(3).uniform(0, 0.01, n_items)
+
+    def mask(self, sets: np.ndarray) -> dict:
+        self.stacks.append(len(sets))
+        n = len(sets)
+        clean = np.tile([0.9, 0.05, 0.03, 0.02], (self.n_items, 1))  # [N, 4]: the correct letter is the first
+        masked = np.repeat(clean[:, None], n, axis=1).copy()  # [N, n, 4]
+        masked[:, :, 0] -= 0.1 * sets[:, 0].sum(1)[None] + self.noise[:, None]
+        correct = np.zeros(self.n_items, dtype=int)
+        return {
+            "matched_correct": correct,
+            "mismatched_correct": correct,
+            "matched_p_clean": clean,
+            "mismatched_p_clean": clean,
+            "matched_p_masked": masked,
+            "mismatched_p_masked": np.repeat(clean[:, None], n, axis=1),
+        }
+
+
+def test_notebook_05_and_the_card_judge_a_scheme_by_the_one_computation():
+    from types import SimpleNamespace
+
+    from helpers.studies.control_scheme_runs import control_scheme_table, scheme_run
+    from helpers.studies.protocol.card import Protocol
+    from helpers.studies.protocol.head_sets import HeadSet
+
+    head_set, scores = _head_set(), np.arange(24, dtype=float).reshape(6, 4)[[1, 0, 2, 3, 4, 5]]  # lowest: layer 1
+    evaluation = _Masking()
+    small_pool = scheme_run(evaluation, "bottom5", head_set, "co-ref-qsp", 20, 0, scores)
+    assert evaluation.stacks == [2] and small_pool.values.shape == (12, 21)  # S and the pool, each run once
+    assert list(small_pool.distinct) == [0] and small_pool.heads == 2.0
+    table, points = control_scheme_table(evaluation, {"co-ref-qsp": head_set}, {"co-ref-qsp": scores}, 20, 1, 0)
+    assert list(table.scheme) == list(cs.SCHEMES)
+    assert len(points) == 21 * (len(cs.SCHEMES) - 1) + 1 + sizes.UNSEEDED_SEEDS  # S and its sets, per scheme
+    card = object.__new__(Protocol)  # the card's state that its control_scheme line reads, without a model
+    card.controls, card.sizes, card.params = "unseeded", {"n_random": 20}, SimpleNamespace(seed=0)
+    card.mask = evaluation.mask
+    line = card.control_scheme(HeadSet("co-ref-qsp", None, {"mask": head_set}))
+    row = table.set_index("scheme").loc["unseeded"]
+    for column in ("heads", "R", "distinct", "S", "random mean", "p", "z", "seeds", "seeds beating"):
+        assert line[column] == row[column], column
+    assert line["p floor"] == 1 / (row["distinct"] + 1) and "effect" in line

@@ -87,6 +87,11 @@ class Evaluation:
         single-image MCQs (cached; the masses Table 12's attention-sink and text-heavy sets are drawn from)."""
         return mass_run(self.lm, self.corpus, "single_matched", self.n_items, self.seed, "prompt", self.cache)
 
+    def grid_mass(self) -> dict[str, np.ndarray]:
+        """Key group -> [L, H]: each head's attention mass at the question and option rows of the evaluation grids
+        (cached; the masses notebook 05 compares with CERS, which is measured on these grids)."""
+        return mass_run(self.lm, self.corpus, "grid", self.n_items, self.seed, "prompt", self.cache)
+
     def generic_damage(self, head_set: np.ndarray) -> pd.DataFrame:
         """Table 12 for `head_set` [L, H] (helpers.measures.controls.damage_table): S and its generic-damage sets at
         k = S's size, each with the image hidden on both image arms and with the text hidden on the text arm."""

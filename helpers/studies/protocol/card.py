@@ -10,7 +10,6 @@ import pandas as pd
 from helpers import sizes
 from helpers.engine import HIDE, load_model
 from helpers.engine.loading import model_fingerprint
-from helpers.measures import control_schemes
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
@@ -24,13 +23,15 @@ from helpers.measures.methods.cached import method_run
 from helpers.measures.methods.ceiling import half_split_ceiling
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import half_split_overlaps, split_halves
-from helpers.measures.stats import against_random, holm, t_interval
+from helpers.measures.stats import holm, t_interval
 from helpers.measures.steering import cers, ncs_grid
 from helpers.sizes import card_forward_copies, card_sizes
 from helpers.stimuli.design import parse_setting
 from helpers.storage import headsets, paths
 from helpers.storage.cache import ResultCache
 from helpers.studies import verdicts
+from helpers.studies.against_controls import with_effect
+from helpers.studies.control_scheme_runs import scheme_run
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.protocol.conclusions import conclusion, verdict_table
 from helpers.studies.protocol.head_sets import HeadSet, resolve_head_sets
@@ -156,19 +157,10 @@ class Protocol(Evaluation):
         return pd.DataFrame(rows)
 
     def against(self, values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
-        """S against its random sets from per-item values [N, 1 + R]: against_random (over the `distinct` random
-        columns where the draw repeats sets) plus the effect (per-item excess over the random sets' mean, with its
-        t-interval) and the rank p's floor."""
-        row = against_random(values[:, 0], values[:, 1:], distinct)
-        random = values[:, 1:] if distinct is None else values[:, 1:][:, distinct]
-        effect, effect_low, effect_high = t_interval(values[:, 0] - random.mean(1))
-        return {
-            **row,
-            "effect": effect,
-            "effect low": effect_low,
-            "effect high": effect_high,
-            "p floor": 1 / (random.shape[1] + 1),
-        }
+        """S against its random sets from per-item values [N, 1 + R]: with_effect (over the `distinct` random columns
+        where the draw repeats sets) and the rank p's floor."""
+        row = with_effect(values, distinct)
+        return {**row, "p floor": 1 / (row.get("distinct", row["R"]) + 1)}
 
     def necessity(self, head_set: HeadSet) -> tuple[list[dict], dict]:
         """NCS (as 04's Table 3) and NCS_grid (as 04's Table 6) rows with t-intervals over items,
@@ -244,35 +236,22 @@ class Protocol(Evaluation):
 
     def control_scheme(self, head_set: HeadSet) -> dict | None:
         """NCS of S against the random sets of the card's control scheme (`controls`) from the scheme's stream
-        keyed by the set's name (a setting's: notebook 05's draws): a row as `necessity`'s, with the draws' mean
-        size; the unseeded scheme pools one set per seed and adds the per-seed spread. None when bottom5 has no
-        score map for the set."""
-        scheme, r, seed = self.controls, self.sizes["n_random"], self.params.seed
+        keyed by the set's name (a setting's: notebook 05's draws), by notebook 05's computation (scheme_run): a
+        row as `necessity`'s, with the draws' mean size; the unseeded scheme pools one set per seed and adds the
+        per-seed spread. None when bottom5 has no score map for the set."""
+        scheme = self.controls
         scores = self.score_map(head_set) if scheme == "bottom5" else None
         if scheme == "bottom5" and scores is None:
             return None
-        if scheme == "unseeded":
-            per_seed = control_schemes.unseeded_sets(head_set.mask, head_set.name, 1, seed)  # [seeds, 1, L, H]
-            sets = per_seed[:, 0]
-        else:
-            sets = control_schemes.scheme_sets(scheme, head_set.mask, head_set.name, r, seed, scores)
-        unique, inverse = control_schemes.unique_sets(with_controls(head_set.mask, sets))
-        values = ncs(self.mask(unique))[:, inverse]  # [N, 1 + n]
-        row = {
+        run = scheme_run(self, scheme, head_set.mask, head_set.name, self.sizes["n_random"], self.params.seed, scores)
+        return {
             "head-set": head_set.name,
             "measure": "NCS",
             "control": scheme,
-            "heads": float(sets.sum((1, 2)).mean()),
-            **self.against(values, control_schemes.distinct_columns(sets)),
+            "heads": run.heads,
+            **self.against(run.values, run.distinct),
+            **run.seeds,
         }
-        if scheme == "unseeded":  # each seed's one set alone, judged by the one rule
-            calls = [
-                verdicts.judge(against_random(values[:, 0], values[:, [j]])).outcome for j in range(1, len(sets) + 1)
-            ]
-            row["seeds"], row["R per seed"] = len(sets), 1
-            row["seeds beating"] = calls.count(verdicts.BEATS)
-            row["seeds not interpretable"] = calls.count(verdicts.NOT_INTERPRETABLE)
-        return row
 
     def row_groups(self, head_set: HeadSet) -> list[dict]:
         """NCS with the image hidden from S at every row, the question + option rows, the last row (04's Table 5)."""
