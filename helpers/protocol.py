@@ -18,7 +18,8 @@ from pathlib import Path
 from helpers import sizes
 from helpers.measures import control_schemes
 from helpers.measures.methods import METHODS, check_method
-from helpers.runner.card_inputs import Protocol, refuse_unservable
+from helpers.runner.card_inputs import NotebookProtocol as Protocol
+from helpers.runner.card_inputs import refuse_unservable
 from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import paths, runs

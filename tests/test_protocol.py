@@ -23,7 +23,8 @@ from helpers.measures.overlap import split_halves, top_k
 from helpers.measures.stats import against_random
 from helpers.measures.steering import cers
 from helpers.runner import params
-from helpers.runner.card_inputs import Protocol, refuse_unservable
+from helpers.runner.card_inputs import NotebookProtocol as Protocol
+from helpers.runner.card_inputs import refuse_unservable
 from helpers.runner.cli import parameter_overrides
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import cache, headsets, paths

@@ -14,7 +14,7 @@ from helpers.storage.cache import ResultCache
 from helpers.studies import protocol
 
 
-class Protocol(protocol.Protocol):
+class NotebookProtocol(protocol.Protocol):
     """The card of notebook 07 and `python -m helpers.protocol`, given 01's strips per forward and method_head_set."""
 
     def __init__(self, params):

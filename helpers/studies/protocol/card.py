@@ -41,7 +41,7 @@ class Protocol(Evaluation):
     """The model, the cache and the sizes of one report card; the cached runs (`Evaluation`: steer, mask)
     are notebooks 03-05's calls at this card's item count, so a card on a discovery setting reads them back.
 
-    What the card takes of other notebooks comes from the runner (helpers.runner.card_inputs.Protocol):
+    What the card takes of other notebooks comes from the runner (helpers.runner.card_inputs.NotebookProtocol):
     `strips_per_forward`, notebook 01's strips per discovery forward (the cache is chunked by it, so 01's scores are
     read back), and `method_head_set(lm, method, params, folder, k) -> Path`, which saves the head-set a published
     method discovers on the loaded model (helpers.runner.card_inputs.method_head_set)."""
