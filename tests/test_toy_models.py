@@ -24,6 +24,7 @@ TOYS = {  # name -> family
     "toy-qwen3vl-drophead": "qwen3_vl",
     "toy-modular": "qwen3_vl",
     "toy-qwen2vl-graded": "qwen2_vl",
+    "toy-depth-nowords-nodh": "qwen3_vl",
 }
 
 
