@@ -4,8 +4,8 @@ Profiles (the notebooks' `profile` parameter):
 - "default": today's CPU sizes, taken from the notebook's own size parameters (n_items, n_random, ...);
 - "paper": the paper's protocol (its Table 28): N = 400 items, R = 20 layer-matched random sets, 250 for
   the referring + query-span sets in Tables 3 (NCS), 10 and 14 (k = 100), 100 for the grid contrast of
-  Table 6, 2,000 bootstrap resamples; notebook 06: 400 discovery strips, 100 random sets for Table 16 and
-  80 items per pointing task.
+  Tables 6 / 16 on 120 items, 5 for Table 18's beta sweep on 200 items, 2,000 bootstrap resamples; notebook
+  06: 400 discovery strips, 100 random sets for Table 16 and 80 items per pointing task.
 A smoke run shrinks every size to helpers/runner/params.SMOKE, whatever the profile says. The report card
 (notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at the end of this
 module: every size of the companion is in this one module, which imports no torch.
@@ -59,6 +59,7 @@ RANDOM_SETS = {
     "table14_k100": {"default": "n_random", "paper": 250},
     "table15": {"default": "n_random", "paper": 20},
     "table17": {"default": "n_random", "paper": 20},
+    "table18": {"default": 5, "paper": 5},  # the beta sweep's first random sets of Table 3 (at most its R)
     # notebook 05's control schemes (helpers/measures/control_schemes.py): R sets per scheme and setting
     # (the layer-matched row is Table 3's run, read back), and the sets of each of the unseeded draw's seeds
     # (one: the field's unseeded repositories mask one random set per run)
@@ -72,6 +73,21 @@ RANDOM_SETS = {
     "methods": {"default": "n_random", "paper": 179},
     "methods_any_layer": {"default": "n_random", "paper": 179},
 }
+
+
+# Items per analysis where the paper's Table 28 gives other than the notebook's N: {profile: N}, where N is an int
+# or the notebook parameter that gives it; a smoke run takes at most its n_items.
+EVAL_ITEMS = {
+    "table06": {"default": "n_items", "paper": 120},  # Tables 6 and 16: the leak-audited grid
+    "table18": {"default": "n_items", "paper": 200},  # CERS against beta
+}
+
+
+def n_items(params, analysis: str) -> int:
+    """N for `analysis` (a key of EVAL_ITEMS) under the run's profile."""
+    value = EVAL_ITEMS[analysis][params.profile]
+    size = getattr(params, value) if isinstance(value, str) else value
+    return min(size, params.n_items) if params.smoke else size
 
 
 def n_random(params, analysis: str, setting: str | None = None) -> int:

@@ -123,12 +123,13 @@ report.figure(fig, "fig03_cers", P.out_dir)
 
 # %%
 sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
-n_sweep = min(5, R)
+n_sweep = min(sizes.n_random(P, "table18"), R)
+sweep_items = exp.with_items(sizes.n_items(P, "table18"))  # the default's N; the paper's 200 under profile paper
 sweep = []
 for s in sweep_settings:
     sets = exp.with_controls(s, R)
-    for b in P.betas:  # at the notebook's beta, Table 3's run of S + R (read from the cache) serves
-        run = exp.steer(sets) if b == P.beta else exp.steer(sets[: 1 + n_sweep], beta=b)
+    for b in P.betas:  # at the notebook's beta and N, Table 3's run of S + R (read from the cache) serves
+        run = sweep_items.steer(sets) if b == P.beta else sweep_items.steer(sets[: 1 + n_sweep], beta=b)
         values = cers(run).mean(0)[: 1 + n_sweep]  # [1 + n_sweep]
         sweep.append(
             {

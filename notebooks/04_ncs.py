@@ -193,7 +193,7 @@ print(findings.ncs_rows_sentence(table5))
 # damage cancels within each item. One run gives both tables (helpers/studies/region_contrast.py, the
 # computation 06 repeats per model): Table 6 its NCS_grid columns beside the paper's, Table 16 also the
 # symmetric CERS of the same sets on the same grid. Against the same layer-matched random sets: R = 100
-# under `profile="paper"` (the paper's floor .010), S with a 95% t-interval over items. Beside them the
+# on 120 items under `profile="paper"` (the paper's floor .010), S with a 95% t-interval over items. Beside them the
 # grid's audit (clean oracle and blank P(correct)) and the largest attainable NCS_grid, the contrast
 # with the cell hidden from every head (the paper: 0.716). The paper reports NCS_grid of .181-.268 for the
 # query-span and output-token sets and .001-.007 for the last-token sets, and symmetric CERS rank p's of
@@ -201,8 +201,9 @@ print(findings.ncs_rows_sentence(table5))
 
 # %%
 R6 = sizes.n_random(P, "table06")
-contrast_runs = region_contrast_runs(exp, exp.discovered, {s: exp.controls(s, R6) for s in SETTINGS})
-region = region_contrast_table(contrast_runs, attainable_ncs_grid(exp), grid_audit(exp))
+grid_items = exp.with_items(sizes.n_items(P, "table06"))  # the default's N; the paper's 120 under profile paper
+contrast_runs = region_contrast_runs(grid_items, exp.discovered, {s: exp.controls(s, R6) for s in SETTINGS})
+region = region_contrast_table(contrast_runs, attainable_ncs_grid(grid_items), grid_audit(grid_items))
 table6 = measure_columns(region, "NCS_grid")
 setting_parts = table6.setting.str.split("-", n=1, expand=True)
 paper6 = report.reference("table06_ncs_grid").set_index("query_source")

@@ -37,6 +37,12 @@ class Evaluation:
         self.lm, self.corpus, self.n_items, self.seed, self.cache = lm, corpus, n_items, seed, cache
         self.sets_per_forward, self.beta, self.rows = sets_per_forward, beta, rows
 
+    def with_items(self, n_items: int) -> "Evaluation":
+        """The same evaluation on `n_items` items of its corpus (a table that the paper runs on another N)."""
+        return Evaluation(
+            self.lm, self.corpus, n_items, self.seed, self.cache, self.sets_per_forward, self.beta, self.rows
+        )
+
     def steer(self, sets: np.ndarray, beta: float | None = None, rows: str | None = None) -> dict[str, np.ndarray]:
         """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: this evaluation's beta, rows)."""
         beta = self.beta if beta is None else beta
