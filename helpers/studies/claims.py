@@ -398,6 +398,11 @@ def _verdict_counts(table: pd.DataFrame) -> str:
     )
 
 
+def _rs(table: pd.DataFrame) -> str:
+    """The R of a table's rows: "R = 20", or "R = 20 / 250" where its rows differ."""
+    return "R = " + " / ".join(str(r) for r in sorted(table["R"].unique()))
+
+
 def headlines(out_dir: Path) -> pd.DataFrame:
     """The headline numbers of the run, each read from one of its tables."""
     out_dir = Path(out_dir)
@@ -407,9 +412,9 @@ def headlines(out_dir: Path) -> pd.DataFrame:
     rows = [
         ("largest NCS (Table 3)", _largest(ncs3)),
         ("smallest NCS Holm p (Table 3)", f"{ncs3['p Holm'].min():.3f}"),
-        ("NCS settings against random, Holm across them", _verdict_counts(ncs3)),
+        (f"NCS settings against random at {_rs(ncs3)} (Table 3), Holm across them", _verdict_counts(ncs3)),
         ("largest CERS (Table 3)", _largest(cers3)),
-        ("CERS settings against random, Holm across them", _verdict_counts(cers3)),
+        (f"CERS settings against random at {_rs(cers3)} (Table 3), Holm across them", _verdict_counts(cers3)),
         *(
             (f"{r.setting} against R = {r.R} (Table 10)", f"NCS {r.S:.3f}, random {r['random mean']:.4f} ± "
              f"{r['random sd']:.4f}, z = {r.z:.1f}{' (capped)' if r['z capped'] else ''}, p = {r.p:.4f}")
