@@ -105,9 +105,8 @@ def _planned(source: Path, declared: dict, params: dict) -> int:
     return step.planned_forwards(values)
 
 
-def _plan(source: Path, declared: dict, params: dict) -> str:
-    """', about N forward passes' at these parameters (_planned), or ''."""
-    count = _planned(source, declared, params)
+def _plan(count: int) -> str:
+    """', about N forward passes' for a notebook's planned copies (_planned), or ''."""
     return f"; about {count:,} forward passes (item x head-set copies; cached ones are read back)" if count else ""
 
 
@@ -195,9 +194,9 @@ def run(
     def execute(src: Path) -> None:
         params = {k: v for k, v in given.items() if k in declared[src]}
         executed = work_dir / f"{src.stem}.ipynb"
-        print(f"[{order[src]}/{len(inputs)}] {src.stem} {params}{_plan(src, declared[src], params)}", flush=True)
-        start = time.time()
         planned = _planned(src, declared[src], params)
+        print(f"[{order[src]}/{len(inputs)}] {src.stem} {params}{_plan(planned)}", flush=True)
+        start = time.time()
         ledger.write_planned(ledger_folder(build_dir), src.stem, planned)
         try:
             with progress.showing_progress(ledger_folder(build_dir), src.stem, planned, workers.worker_count()):
