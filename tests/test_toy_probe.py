@@ -13,7 +13,7 @@ from helpers.stimuli.prepared import items_of
 from helpers.storage.cache import ResultCache
 from helpers.storage.paths import toy_folder
 from helpers.toy.depth import LayerImageDrop, letter_answer_loss
-from helpers.toy.probe import PROBE_SEED, depth_profile, layer_sets, log_odds
+from helpers.toy.probe import PROBE_SEED, depth_profile, layer_sets, log_odds, random_sd_over_draws
 
 N_ITEMS = 3
 
@@ -73,6 +73,16 @@ def test_one_layers_ncs_equals_a_hand_computation(name, tmp_path):
     assert profile["all layers ncs"] == profile["cumulative ncs"][-1]
     assert profile["largest layer share"] == pytest.approx(max(profile["layer ncs"]) / profile["all layers ncs"], 1e-2)
     assert set(profile["random"]) == {profile["k"], 2 * profile["k"]} and profile["k"] == 11
+
+
+def test_random_sd_over_draws_is_the_median_of_each_draws_profile(tmp_path):
+    lm, cache = load_model("toy"), ResultCache(tmp_path)
+    seeds = (0, 1, 2)
+    draws = random_sd_over_draws(lm, cache, seeds, n_items=N_ITEMS)
+    by_hand = [depth_profile(lm, cache, N_ITEMS, seed=seed)["random"][11]["ncs"]["sd"] for seed in seeds]
+    assert list(draws["random k NCS SD"].values()) == by_hand
+    assert draws["median"] == sorted(by_hand)[1]
+    assert len(set(by_hand)) == 3  # each seed draws its own items and sets
 
 
 def test_layer_sets_hide_one_layer_then_layers_from_zero():

@@ -138,15 +138,36 @@ def log_columns(profile: dict) -> dict:
     }
 
 
+SELECTION_SEEDS = (0, 1, 2, 3, PROBE_SEED)  # TRAINING.md's rule (d): the median random k-set NCS SD over these draws
+
+
+def random_sd_over_draws(lm, cache: ResultCache, seeds=SELECTION_SEEDS, n_items: int = 40, corpus: str = "co") -> dict:
+    """The random k-set NCS SD of depth_profile at each seed (its items and its random sets) and their median: one
+    draw of 20 sets is heavy-tailed (a set that takes a head the model needs dominates its SD)."""
+    sds = {}
+    for seed in seeds:
+        profile = depth_profile(lm, cache, n_items, corpus, seed)
+        sds[seed] = profile["random"][profile["k"]]["ncs"]["sd"]
+    return {"random k NCS SD": sds, "median": float(np.median(list(sds.values())))}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default="toy", help="a toy name (toy, toy-llava, ...) or a model folder")
     parser.add_argument("--n-items", type=int, default=40)
     parser.add_argument("--corpus", default="co")
+    parser.add_argument(
+        "--draws", action="store_true", help=f"also the random k-set NCS SD at seeds {SELECTION_SEEDS} and its median"
+    )
     args = parser.parse_args()
-    profile = depth_profile(load_model(args.model), ResultCache(CACHE), args.n_items, args.corpus)
+    if args.n_items < 2:
+        raise SystemExit(f"--n-items must be >= 2, got {args.n_items}")
+    lm, cache = load_model(args.model), ResultCache(CACHE)
+    profile = depth_profile(lm, cache, args.n_items, args.corpus)
     print(profile_line(profile))
     print(json.dumps(profile, indent=2))
+    if args.draws:
+        print(json.dumps(random_sd_over_draws(lm, cache, n_items=args.n_items, corpus=args.corpus), indent=2))
 
 
 if __name__ == "__main__":
