@@ -335,7 +335,7 @@ def model_fingerprint_of(model: str) -> str:
     """The model's weights fingerprint, computed from its name or folder without loading it."""
     from types import SimpleNamespace
 
-    from helpers.engine.loading import model_fingerprint
+    from helpers.engine.model_files import model_fingerprint
 
     return model_fingerprint(SimpleNamespace(name=model))
 
@@ -404,7 +404,7 @@ def main(argv=None) -> None:
         if rewritten is not None:
             print(f"claims and {rewritten.name} rewritten from the run's final tables", flush=True)
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
-    print("copies (one item's forward under one head-set), per notebook:", flush=True)
+    print("copies (one item's forward under one head-set or read), per notebook:", flush=True)
     print("\n".join(ledger.summary_lines(copies, timings)), flush=True)
 
 

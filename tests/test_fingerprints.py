@@ -11,7 +11,7 @@ from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 from helpers.engine import load_model
-from helpers.engine.loading import model_fingerprint
+from helpers.engine.model_files import model_fingerprint
 from helpers.stimuli.corpora import corpus_identity, load_corpus
 from helpers.storage import files, paths
 from helpers.storage.cache import code_version

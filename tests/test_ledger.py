@@ -63,6 +63,31 @@ def test_a_copy_is_known_by_its_item_head_set_keys_rows_and_masking(lm, sets):
         assert not set(other_digests.tolist()) & set(digests.tolist())
 
 
+def test_a_read_counts_one_copy_per_batch_row_known_by_its_image(lm, folder):
+    from dataclasses import replace
+
+    from helpers.engine import image_mass
+
+    item = single_image_items(load_corpus("co"), 2, SEED, "matched")
+    same_prompt = replace(item[0], image=item[1].image)  # another image behind the same words
+    batch = build_batch(lm.processor, [item[0], same_prompt])
+    image_mass(lm, batch, rows="last")
+    image_mass(lm, batch, rows="last")  # the same read again, outside any cache
+    image_mass(lm, batch, rows="all")  # another read of the same items
+    run = run_ledger.collect(folder)
+    record = run["notebooks"]["nb"]
+    assert record["computed"] == 3 * 2 and record["calls"] == 3 and run["duplicates"] == 2
+    lines = sorted((json.loads(t) for p in folder.glob("nb.*.jsonl") for t in p.read_text().splitlines()), key=str)
+    digests = [set(np.frombuffer(bytes.fromhex(line["digests"]), dtype="<u8").tolist()) for line in lines]
+    assert all(len(d) == 2 for d in digests) and len(set.union(*digests)) == 4
+    text = lm.model.config.text_config
+    T, D, V = batch.inputs["input_ids"].shape[1], text.hidden_size, lm.model.get_output_embeddings().weight.shape[0]
+    shape = {"layers": text.num_hidden_layers, "hidden": D, "vocab": V, "mlp": text.intermediate_size}
+    shape |= {"q": text.num_attention_heads * text.head_dim, "kv": text.num_key_value_heads * text.head_dim}
+    per_item = shape["layers"] * layer_flops(shape, T, T) + 2 * D * V * T
+    assert {line["flops"] for line in lines} == {2 * per_item}
+
+
 def test_a_decoder_layer_counts_its_matmuls():
     shape = {"layers": 2, "hidden": 4, "q": 8, "kv": 2, "mlp": 6, "vocab": 10}
     # rows 3, keys 5: q, k, v 2*3*4*(8+4) = 288; output 2*3*8*4 = 192; scores and values 2*2*3*5*8 = 480;

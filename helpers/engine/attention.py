@@ -67,6 +67,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
+from helpers.engine import copy_ledger
 from helpers.engine.masking import KEYED, WEIGHTS, WITHOUT_QK, check_masking
 
 ATTENTION = "head_probe"
@@ -139,6 +140,7 @@ class _State:
     offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
     pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
     selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows (_per_mask)
+    copies: copy_ledger.ProbeCopies | None = None  # a probe call's copies for the ledger (not run_head_sets')
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -662,7 +664,7 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
     ``loaded``: a helpers.engine.LoadedModel. Yields a Recording, complete once the block exits.
     """
-    with _probe(loaded, read, intervene) as state:
+    with _probe(loaded, read, intervene, copies=copy_ledger.ProbeCopies(loaded, read, intervene)) as state:
         yield state.recording
 
 
@@ -674,8 +676,10 @@ def _probe(
     shared_layers: int = 0,
     same_item: bool = False,
     offset: int = 0,
+    copies: copy_ledger.ProbeCopies | None = None,
 ):
-    """probe's body; yields the _State. ``shared_layers``, ``same_item`` and ``offset``: see run_head_sets."""
+    """probe's body; yields the _State. ``shared_layers``, ``same_item`` and ``offset``: see run_head_sets;
+    ``copies``: what goes into the copy ledger (run_head_sets counts its own)."""
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
     adapter, model = loaded.adapter, loaded.model
@@ -713,6 +717,7 @@ def _probe(
         shared_layers=shared_layers,
         same_item=same_item,
         offset=offset,
+        copies=copies,
     )
     hook = adapter.language_model(model).register_forward_pre_hook(
         lambda module, args, kwargs: _note_step(state, args, kwargs), with_kwargs=True
@@ -726,6 +731,8 @@ def _probe(
     _check_ran(state, carries)
     if read is not None:
         _summarise_read(state, batch)
+    if copies is not None:
+        copies.close()
 
 
 def _note_step(state: _State, args: tuple, kwargs: dict):
@@ -739,6 +746,8 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
     state.step_start = cache.get_seq_length() if cache is not None else state.offset
     state.step_end = state.step_start + tokens.shape[1]
     state.selections = {}  # this step's masks are new tensors
+    if state.copies is not None and tokens.shape[0] == state.batch:  # another batch: the attention layers refuse it
+        state.copies.step(tokens, state.step_start, state.step_end)
     if state.read is not None and kwargs.get("logits_to_keep"):
         return args, dict(kwargs, logits_to_keep=0)
     return None

@@ -10,6 +10,12 @@ A copy's FLOPs are the matmuls of the work run_head_sets does for it: the decode
 differ at (d0) at the rows after the unchanged prefix (p0), attending over every key, and the output head at the
 kept rows; the layers below d0, run once per forward at batch 1, are shared among the forward's copies. The vision
 tower (once per item, remembered) is not counted.
+
+A ``probe`` call (a read, or an intervention outside run_head_sets, around any forward or generate) counts one copy
+per batch row (ProbeCopies): its digest hashes the model's identity, the row's text-backbone input at the first
+forward step (a float64 fingerprint of its embeddings, image features included, so two images behind the same
+prompt differ), the step's first position and the row's share of the read and the intervention; its FLOPs are
+every decoder layer's matmuls at every step's rows and the output head at those rows.
 """
 
 import hashlib
@@ -20,6 +26,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from helpers.engine.model_files import model_fingerprint
 from helpers.storage import ledger
 
 DECIDES_RESULTS = False  # counts what is computed, never changes it (helpers.storage.code_hash)
@@ -68,6 +75,65 @@ def _bytes(value: torch.Tensor) -> bytes:
     return np.ascontiguousarray(value.detach().cpu().numpy()).tobytes()
 
 
+class ProbeCopies:
+    """The copies of one probe call (module docstring): ``step`` at each forward step, ``close`` when the probe
+    ends without an error."""
+
+    def __init__(self, loaded, read, intervene):
+        self.loaded, self.spec = loaded, (read, intervene)
+        self.digests: np.ndarray | None = None  # [B] uint64, from the first step
+        self.flops = 0.0
+        self.began = time.process_time()
+
+    def step(self, tokens: torch.Tensor, start: int, end: int) -> None:
+        """One forward step: ``tokens`` the text backbone's input [B, t] (ids) or [B, t, D] (embeddings) of
+        positions [start, end)."""
+        if self.digests is None:
+            self.digests = probe_digests(self.loaded, tokens, start, *self.spec)
+        shape = _model(self.loaded)[1]
+        rows = tokens.shape[1]
+        per_row = shape["layers"] * layer_flops(shape, rows, end) + 2 * shape["hidden"] * shape["vocab"] * rows
+        self.flops += tokens.shape[0] * per_row
+
+    def close(self) -> None:
+        if self.digests is not None:
+            ledger.record_copies(self.digests, self.flops, time.process_time() - self.began)
+
+
+def probe_digests(loaded, tokens: torch.Tensor, start: int, read, intervene) -> np.ndarray:
+    """[B] uint64: each batch row's digest of a probe call (module docstring)."""
+    batch = tokens.shape[0]
+    flat = tokens.detach().reshape(batch, -1).double()  # [B, t * D]
+    weights = torch.linspace(-1.0, 1.0, flat.shape[1], dtype=torch.float64, device=flat.device) ** 3  # [t * D]
+    fingerprint = torch.stack([flat.sum(1), (flat * flat).sum(1), flat @ weights], 1).cpu().numpy()  # [B, 3]
+    per_row = [fingerprint.view(np.uint8).reshape(batch, -1)]
+    spec = f"probe|{start}"
+    if read is not None:
+        per_row += [_rows_of(read.groups[name], batch) for name in sorted(read.groups)]
+        per_row += [_rows_of(read.rows, batch)] if isinstance(read.rows, torch.Tensor) else []
+        spec += f"|read {read.per_row} {sorted(read.groups)} {_named(read.rows)}"
+    if intervene is not None:
+        per_row += [_rows_of(v, batch) for v in (intervene.heads, intervene.keys, intervene.rows) if _tensor(v)]
+        per_row += [
+            _rows_of(torch.as_tensor(v, dtype=torch.float32), batch) for v in (intervene.bias, intervene.factor)
+        ]
+        spec += f"|intervene {intervene.masking} {_named(intervene.rows)}"
+    shared = hashlib.blake2b(_model(loaded)[0], digest_size=16)
+    shared.update(spec.encode())
+    rows, key = np.concatenate(per_row, axis=1), shared.digest()
+    out = [hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest() for row in rows]
+    return np.frombuffer(b"".join(out), dtype=np.uint64).copy()
+
+
+def _tensor(value) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _named(rows) -> str:
+    """A row selection's name ("all") or "" for a tensor (hashed per row)."""
+    return rows if isinstance(rows, str) else ""
+
+
 def call_flops(loaded, heads: torch.Tensor, length: int, start: int, logits_to_keep: int, per_forward: int) -> float:
     """Matmul FLOPs of one run_head_sets call (module docstring): n copies of the rows [start, length)."""
     shape = _model(loaded)[1]
@@ -111,8 +177,6 @@ def _model(loaded) -> tuple[bytes, dict]:
     """(identity bytes, text shape) of a loaded model, worked out once per model object."""
     known = _MODELS.get(loaded.model)
     if known is None:
-        from helpers.engine.loading import model_fingerprint
-
         model = loaded.model
         identity = f"{model_fingerprint(loaded)}|{model.dtype}|{model.device.type}".encode()
         vocab = model.get_output_embeddings().weight.shape[0]

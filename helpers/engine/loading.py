@@ -15,9 +15,8 @@ from helpers.engine.adapters import Adapter, adapter_for, text_config_path
 from helpers.engine.allocator import keep_freed_memory
 from helpers.engine.attention import ATTENTION
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
-from helpers.engine.model_files import hub_snapshot, known_folder, missing_files, model_folder
+from helpers.engine.model_files import hub_snapshot, missing_files, model_folder
 from helpers.storage import paths
-from helpers.storage.files import file_hashes
 
 
 @dataclass
@@ -28,10 +27,6 @@ class LoadedModel:
     name: str
     folder: Path | None = None  # the save_pretrained folder (or hub snapshot) it was loaded from
     compiled: bool = False  # decoder layers torch.compile'd (helpers.engine.compiled)
-
-
-# Files that define a saved model: weights, configs, processor, tokenizer and chat template.
-IDENTITY_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "merges.txt", "*.model", "*.tiktoken")
 
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name -> torch dtype
@@ -110,19 +105,3 @@ def processor_fingerprint(lm) -> str:
     transformers release may change; "" for a model loaded without a processor."""
     processor = getattr(lm, "processor", None)
     return "" if processor is None else hashlib.sha256(processor.to_json_string().encode()).hexdigest()[:16]
-
-
-def model_fingerprint(lm) -> str:
-    """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
-    the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,
-    chat template), each hashed once per version (helpers.storage.files). `lm`: a LoadedModel (one built in memory
-    is its name), or anything with a `name` (a model not loaded: its folder is looked up)."""
-    folder = lm.folder if isinstance(lm, LoadedModel) else known_folder(lm.name)
-    if folder is None:
-        return lm.name
-    files = sorted({path for pattern in IDENTITY_PATTERNS for path in folder.glob(pattern) if path.is_file()})
-    digest = hashlib.sha256()
-    for path, content in zip(files, file_hashes(files)):
-        digest.update(f"{path.name}:{content}\n".encode())
-    revision = f"@{folder.name[:12]}" if folder.parent.name == "snapshots" else ""
-    return f"{lm.name}{revision}#{digest.hexdigest()[:16]}"

@@ -1,12 +1,14 @@
-"""Where a model's files are, found without loading it (no torch; transformers only to read a config).
+"""Where a model's files are and what identifies them, found without loading it (no torch; transformers only to read
+a config).
 
 The parameter checks use these to refuse a model that cannot load before anything heavy is imported or loaded:
 a toy not built, a folder without a config, weights or a chat template, a hub id that is neither cached nor
-reachable.
+reachable. model_fingerprint names a model for cache keys and the copy ledger by the hashes of those files.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 from pathlib import Path
@@ -17,9 +19,14 @@ from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 
 from helpers.storage import paths
+from helpers.storage.files import file_hashes
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 HUB_TIMEOUT_S = 3.0  # how long a check waits for the hub before calling this machine offline
+
+
+# Files that define a saved model: weights, configs, processor, tokenizer and chat template.
+IDENTITY_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "merges.txt", "*.model", "*.tiktoken")
 
 
 def model_folder(name_or_path: str) -> Path | None:
@@ -114,3 +121,19 @@ def model_config(name_or_path: str):
     from transformers import AutoConfig  # the config classes only: no model code runs
 
     return AutoConfig.from_pretrained(str(folder))
+
+
+def model_fingerprint(lm) -> str:
+    """Identity of the model for cache keys: the name, the hub commit when it came from a hub snapshot, and
+    the sha256 of every file that defines it (IDENTITY_PATTERNS: weights, configs, processor, tokenizer,
+    chat template), each hashed once per version (helpers.storage.files). `lm`: a LoadedModel (one built in memory
+    is its name), or anything else with a `name` (a model not loaded: its folder is looked up)."""
+    folder = lm.folder if hasattr(lm, "adapter") else known_folder(lm.name)
+    if folder is None:
+        return lm.name
+    files = sorted({path for pattern in IDENTITY_PATTERNS for path in folder.glob(pattern) if path.is_file()})
+    digest = hashlib.sha256()
+    for path, content in zip(files, file_hashes(files)):
+        digest.update(f"{path.name}:{content}\n".encode())
+    revision = f"@{folder.name[:12]}" if folder.parent.name == "snapshots" else ""
+    return f"{lm.name}{revision}#{digest.hexdigest()[:16]}"

@@ -1,13 +1,13 @@
 """The copy ledger of one runner call: gathered from the lines each notebook's processes wrote, for run.json.
 
-A copy is one (model, item, head-set, masking, row group, keys) forward (helpers.engine.copy_ledger); the runner gives
-every notebook's kernel a ledger folder (kernel_manager), where the kernel and its chunk workers append what they
-computed and read back (helpers.storage.ledger). `collect` sums the lines per notebook and per computation (copies
-computed, copies read back, run_head_sets calls, CPU seconds, the copies' matmul FLOPs) and counts the duplicates:
-copies computed more than once in the run, across notebooks included. Each computation is a place of its own (a chunk
-two workers computed counts twice); the entries earlier runs computed are one place together (the cache as this run
-found it: a copy two of them hold, the chunk of a stack of head-sets and that of one set alone, was computed once),
-however often they are read back.
+A copy is one (model, item, head-set, masking, row group, keys) forward, or one item's forward under a probe's read
+(helpers.engine.copy_ledger); the runner gives every notebook's kernel a ledger folder (kernel_manager), where the
+kernel and its chunk workers append what they computed and read back (helpers.storage.ledger). `collect` sums the lines
+per notebook and per computation (copies computed, copies read back, run_head_sets and probe calls, CPU seconds, the
+copies' matmul FLOPs) and counts the duplicates: copies computed more than once in the run, across notebooks included.
+Each computation is a place of its own (a chunk two workers computed counts twice); the entries earlier runs computed
+are one place together (the cache as this run found it: a copy two of them hold, the chunk of a stack of head-sets and
+that of one set alone, was computed once), however often they are read back.
 """
 
 import json
@@ -18,7 +18,7 @@ import numpy as np
 
 from helpers.storage.ledger import LEDGER_ENV, NOTEBOOK_ENV
 
-COPY = "one (model, item, head-set, masking, row group, keys) forward copy (helpers/engine/copy_ledger.py)"
+COPY = "one item's forward under one (head-set, masking, row group, keys) or one read (helpers/engine/copy_ledger.py)"
 SUMS = ("computed", "read_back", "calls", "seconds", "copy_seconds", "flops")
 EARLIER = "the cache before this run"  # the one place of every copy read back from an earlier run's entry
 

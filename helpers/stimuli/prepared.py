@@ -14,8 +14,9 @@ import torch
 
 from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.loading import model_fingerprint, processor_fingerprint
+from helpers.engine.loading import processor_fingerprint
 from helpers.engine.mcq import letter_probs
+from helpers.engine.model_files import model_fingerprint
 from helpers.stimuli.corpora import Item, build_items, corpus_identity, load_corpus
 from helpers.storage.cache import ResultCache, computation_key
 

@@ -1,13 +1,14 @@
 """The copy ledger's lines: what each process of a run computed and read back, appended to the run's ledger folder.
 
-A copy is one item's forward under one intervention (helpers.engine.copy_ledger). The runner gives every notebook's
-kernel the folder (LEDGER_ENV) and the notebook's name (NOTEBOOK_ENV); each process, the kernel and the chunk workers
-it forks, appends JSON lines to <folder>/<notebook>.<pid>.jsonl (helpers.runner.ledger reads them):
+A copy is one item's forward under one intervention or read (helpers.engine.copy_ledger). The runner gives every
+notebook's kernel the folder (LEDGER_ENV) and the notebook's name (NOTEBOOK_ENV); each process, the kernel
+and the chunk workers it forks, appends JSON lines to <folder>/<notebook>.<pid>.jsonl (read by
+helpers.runner.ledger):
 
 - a chunk of a cached computation computed here: its computation, its cache entry, the copies computed inside it,
-  their run_head_sets calls, matmul FLOPs and CPU seconds, the chunk's CPU seconds, and the copies' digests;
-- run_head_sets calls outside any cached computation: the same per call, no entry, the computation named after the
-  code that asked for them;
+  their run_head_sets and probe calls, matmul FLOPs and CPU seconds, the chunk's CPU seconds, and the copies' digests;
+- run_head_sets and probe calls outside any cached computation: the same per call, no entry, the computation named
+  after the code that asked for them;
 - a chunk read back from the cache: its computation, entry, copies and their digests (kept in the entry);
 - a part of a chunk being computed read back from an entry of its own (a head-set's part,
   helpers.measures.set_chunks): the same as a chunk read back; the parts such a chunk saves as entries of their own are
@@ -103,7 +104,7 @@ def computing(name: str):
 
 
 def record_copies(digests: np.ndarray, flops: float, seconds: float) -> None:
-    """One run_head_sets call's copies: into the chunk being computed, else a line of their own."""
+    """One run_head_sets or probe call's copies: into the chunk being computed, else a line of their own."""
     if _OPEN:
         _OPEN[-1].add(digests, flops, seconds)
         return

@@ -9,7 +9,7 @@ import pandas as pd
 
 from helpers import sizes
 from helpers.engine import HIDE, load_model
-from helpers.engine.loading import model_fingerprint
+from helpers.engine.model_files import model_fingerprint
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
