@@ -25,10 +25,11 @@
 # all 20 random sets on every model; in the paper's own table it does, and one last-token set
 # (referring + last token on Qwen2-VL-7B, p = .048) does too. The sentence under Table 19 says which sets do here.
 #
-# Defaults are CPU sizes for the embedded toys (the default Qwen3-VL; from helpers/toy/models/ the modular
-# Qwen3-VL that was the default before, its DropHead-only and second-seed variants, Qwen2-VL under both recipes
-# and LLaVA): 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per
-# pointing task (the paper: 400 and 80), R = 20 as in Table 19; co-ref-qsp's NCS against k at 05's `ks` and
+# Defaults are CPU sizes for the embedded toys, each there for a contrast (helpers/toy/README.md): the default
+# Qwen3-VL; from helpers/toy/models/ the modular Qwen3-VL that was the default before and its DropHead-only variant,
+# the depth toy that reads the image across layers at the paper's confidence, Qwen2-VL under both recipes and LLaVA:
+# 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per pointing task (the paper: 400
+# and 80), R = 20 as in Table 19; co-ref-qsp's NCS against k at 05's `ks` and
 # CERS against beta at 03's `betas` (S only) for the resolution table. On a GPU pass hub ids,
 # e.g. `-p models '["Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen2-VL-7B-Instruct"]'
 # -p profile paper` (400 strips, 400 items, 80 per pointing task, R = 100 for Table 16).
@@ -38,7 +39,7 @@ models = [
     "toy",
     "toy-modular",
     "toy-qwen3vl-drophead",
-    "toy-qwen3vl-seed1",
+    "toy-depth-nowords-nodh",
     "toy-qwen2vl",
     "toy-qwen2vl-graded",
     "toy-llava",
