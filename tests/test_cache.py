@@ -268,7 +268,8 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
 def test_results_do_not_depend_on_sets_per_forward():
     """sets_per_forward (copies per forward) is in no key: a run at any value reads another's results. So the
     letter probabilities it gives must agree at every value, for masking and steering at each row group, to far
-    below the tables' resolution (the copies of one forward differ only in the order of floating-point sums)."""
+    below the tables' resolution (the copies of one forward differ only in the order of floating-point sums: a few
+    float32 steps, 1.2e-7 at P = 0.98)."""
     from helpers.engine import HIDE, build_batch, load_model
     from helpers.engine.interventions import letter_probs_under
     from helpers.measures.controls import layer_matched_sets, with_controls
@@ -285,4 +286,4 @@ def test_results_do_not_depend_on_sets_per_forward():
             for n in (64, 5, 1)
         }
         for n in (5, 1):
-            torch.testing.assert_close(probs[n], probs[64], atol=1e-8, rtol=0, msg=f"{bias}, {rows}, {n} per forward")
+            torch.testing.assert_close(probs[n], probs[64], atol=1e-6, rtol=0, msg=f"{bias}, {rows}, {n} per forward")

@@ -16,6 +16,7 @@ from helpers.toy.depth import LayerImageDrop, letter_answer_loss
 from helpers.toy.probe import PROBE_SEED, depth_profile, layer_sets, log_odds, random_sd_over_draws
 
 N_ITEMS = 3
+READS_IN_LAYER_0 = "toy-modular"  # a toy whose layer 0 alone reads the image (NCS 0.747 there, 0.000 elsewhere)
 
 
 def hiding(image: torch.Tensor):
@@ -71,7 +72,8 @@ def test_one_layers_ncs_equals_a_hand_computation(name, tmp_path):
         assert profile["layer ncs"][layer] == pytest.approx(hand_layer_ncs(name, layer), abs=2e-4)
     assert profile["cumulative ncs"][0] == profile["layer ncs"][0]
     assert profile["all layers ncs"] == profile["cumulative ncs"][-1]
-    assert profile["largest layer share"] == pytest.approx(max(profile["layer ncs"]) / profile["all layers ncs"], 1e-2)
+    share = max(profile["layer ncs"]) / profile["all layers ncs"]
+    assert profile["largest layer share"] == pytest.approx(share, abs=1e-3)  # rounded to 3 decimals
     assert set(profile["random"]) == {profile["k"], 2 * profile["k"]} and profile["k"] == 11
 
 
@@ -98,7 +100,7 @@ def test_log_odds_of_the_papers_operating_point():
 
 
 def test_layer_image_drop_at_p_one_is_the_hand_masked_layer():
-    folder = toy_folder("toy")
+    folder = toy_folder(READS_IN_LAYER_0)
     model = AutoModelForImageTextToText.from_pretrained(folder)
     processor = AutoProcessor.from_pretrained(folder)
     items = items_of("single_matched", "co", N_ITEMS, PROBE_SEED)
@@ -116,7 +118,7 @@ def test_layer_image_drop_at_p_one_is_the_hand_masked_layer():
             got.append(float(model(**inputs).logits[0, -1, letters].softmax(-1)[item.correct]))
     drop.remove()
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    assert min(expected) < 0.5  # hiding layer 0 from the image matters on the default toy: the test can fail
+    assert min(expected) < 0.5  # hiding layer 0 from the image matters on this toy: the test can fail
 
 
 def test_letter_answer_loss_is_cross_entropy_at_zero_and_smooths_to_one_minus_eps():
