@@ -54,11 +54,20 @@ def copy_digests(loaded, item: dict, spec, logits_to_keep: int) -> np.ndarray:
         if isinstance(value, torch.Tensor):
             shared.update(name.encode() + _bytes(value))
     shared.update(f"{spec.masking}|{logits_to_keep}|{spec.rows if isinstance(spec.rows, str) else ''}".encode())
-    per_copy = [_rows_of(spec.heads, n)]
-    per_copy += [_rows_of(value, n) for value in (spec.keys, spec.rows) if isinstance(value, torch.Tensor)]
-    per_copy += [_rows_of(torch.as_tensor(value, dtype=torch.float32), n) for value in (spec.bias, spec.factor)]
-    rows = np.concatenate(per_copy, axis=1)  # [n, bytes]: what copy i alone decides
+    return _row_digests(shared, _intervention_rows(spec, n))
+
+
+def _intervention_rows(spec, n: int) -> list[np.ndarray]:
+    """What batch row i of an Intervention alone decides: its heads, keys and rows (where tensors), bias and factor,
+    each [n, bytes] uint8."""
+    rows = [_rows_of(value, n) for value in (spec.heads, spec.keys, spec.rows) if isinstance(value, torch.Tensor)]
+    return rows + [_rows_of(torch.as_tensor(value, dtype=torch.float32), n) for value in (spec.bias, spec.factor)]
+
+
+def _row_digests(shared, per_row: list[np.ndarray]) -> np.ndarray:
+    """[n] uint64: row i's bytes (per_row: [n, bytes] arrays) hashed under the key of everything the rows share."""
     key = shared.digest()
+    rows = np.concatenate(per_row, axis=1)  # [n, bytes]
     out = [hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest() for row in rows]
     return np.frombuffer(b"".join(out), dtype=np.uint64).copy()
 
@@ -92,7 +101,7 @@ class ProbeCopies:
             self.digests = probe_digests(self.loaded, tokens, start, *self.spec)
         shape = _model(self.loaded)[1]
         rows = tokens.shape[1]
-        per_row = shape["layers"] * layer_flops(shape, rows, end) + 2 * shape["hidden"] * shape["vocab"] * rows
+        per_row = shape["layers"] * layer_flops(shape, rows, end) + head_flops(shape, rows)
         self.flops += tokens.shape[0] * per_row
 
     def close(self) -> None:
@@ -113,20 +122,11 @@ def probe_digests(loaded, tokens: torch.Tensor, start: int, read, intervene) -> 
         per_row += [_rows_of(read.rows, batch)] if isinstance(read.rows, torch.Tensor) else []
         spec += f"|read {read.per_row} {sorted(read.groups)} {_named(read.rows)}"
     if intervene is not None:
-        per_row += [_rows_of(v, batch) for v in (intervene.heads, intervene.keys, intervene.rows) if _tensor(v)]
-        per_row += [
-            _rows_of(torch.as_tensor(v, dtype=torch.float32), batch) for v in (intervene.bias, intervene.factor)
-        ]
+        per_row += _intervention_rows(intervene, batch)
         spec += f"|intervene {intervene.masking} {_named(intervene.rows)}"
     shared = hashlib.blake2b(_model(loaded)[0], digest_size=16)
     shared.update(spec.encode())
-    rows, key = np.concatenate(per_row, axis=1), shared.digest()
-    out = [hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest() for row in rows]
-    return np.frombuffer(b"".join(out), dtype=np.uint64).copy()
-
-
-def _tensor(value) -> bool:
-    return isinstance(value, torch.Tensor)
+    return _row_digests(shared, per_row)
 
 
 def _named(rows) -> str:
@@ -148,8 +148,13 @@ def call_flops(loaded, heads: torch.Tensor, length: int, start: int, logits_to_k
     rows = length - start
     per_layer = layer_flops(shape, rows, length)
     forwards = -(-n // per_forward)
-    head = 2 * shape["hidden"] * shape["vocab"] * (logits_to_keep or rows)
+    head = head_flops(shape, logits_to_keep or rows)
     return n_copies * ((shape["layers"] - first) * per_layer) + forwards * first * per_layer + n * head
+
+
+def head_flops(shape: dict, rows: int) -> float:
+    """Matmul FLOPs of the output head at `rows` rows."""
+    return 2 * shape["hidden"] * shape["vocab"] * rows
 
 
 def layer_flops(shape: dict, rows: int, keys: int) -> float:

@@ -1,6 +1,6 @@
 """The copy ledger of one runner call: gathered from the lines each notebook's processes wrote, for run.json.
 
-A copy is one (model, item, head-set, masking, row group, keys) forward, or one item's forward under a probe's read
+A copy is one (model, item, head-set, masking, row group, keys) forward, or one item's forward under a probe call
 (helpers.engine.copy_ledger); the runner gives every notebook's kernel a ledger folder (kernel_manager), where the
 kernel and its chunk workers append what they computed and read back (helpers.storage.ledger). `collect` sums the lines
 per notebook and per computation (copies computed, copies read back, run_head_sets and probe calls, CPU seconds, the

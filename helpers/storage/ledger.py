@@ -1,6 +1,6 @@
 """The copy ledger's lines: what each process of a run computed and read back, appended to the run's ledger folder.
 
-A copy is one item's forward under one intervention or read (helpers.engine.copy_ledger). The runner gives every
+A copy is one item's forward under one intervention or probe (helpers.engine.copy_ledger). The runner gives every
 notebook's kernel the folder (LEDGER_ENV) and the notebook's name (NOTEBOOK_ENV); each process, the kernel
 and the chunk workers it forks, appends JSON lines to <folder>/<notebook>.<pid>.jsonl (read by
 helpers.runner.ledger):
