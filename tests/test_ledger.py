@@ -220,6 +220,34 @@ def test_every_computation_is_a_place_and_earlier_runs_entries_one(folder):
     assert (run["computed"], run["read_back"], run["duplicates"]) == (10, 18, 5 + 2)
 
 
+def test_a_last_chunk_meets_another_runs_chunk_of_the_same_start(lm, tmp_path, monkeypatch):
+    """Discovery's chunks hold one copy per strip: a 6-strip run after an 8-strip one (chunks of 4) cuts its last
+    chunk from the larger run's [4, 8) and computes nothing; an 8-strip run after a 6-strip one computes only strips
+    6 and 7 of [4, 8). Either way no copy is computed twice and the scores are those of a run of its own."""
+    from helpers.measures.discovery import discover
+
+    alone = {n: discover(lm, "co", "ref", n, SEED, ResultCache(tmp_path / f"alone{n}"), 4) for n in (6, 8)}
+    for first, then in ((8, 6), (6, 8)):
+        folder = tmp_path / f"ledger{first}-{then}"
+        monkeypatch.setenv(ledger.LEDGER_ENV, str(folder))
+        cache = ResultCache(tmp_path / f"{first}-{then}")
+        discover(lm, "co", "ref", first, SEED, cache, 4)
+        out = discover(lm, "co", "ref", then, SEED, cache, 4)
+        run = run_ledger.collect(folder)
+        assert (run["computed"], run["read_back"], run["duplicates"]) == (8, min(first, then), 0)
+        for key, value in alone[then].items():
+            np.testing.assert_allclose(out[key], value, rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_one_copy_per_item_is_checked_when_a_chunk_is_saved(tmp_path):
+    def two_per_item(start, stop):
+        ledger.record_copies(np.arange(2 * (stop - start), dtype=np.uint64), 1.0, 0.1)
+        return {"v": np.arange(start, stop)}
+
+    with pytest.raises(RuntimeError, match=r"items \[0, 2\) made 4 copies"):
+        ResultCache(tmp_path).cached_chunks("c", {}, 2, 2, two_per_item, one_copy_per_item=True)
+
+
 def test_the_runners_plan_stands_beside_the_counted_copies(tmp_path):
     """A notebook's planned copies (written by the runner as it starts it) are in the ledger and its summary line."""
     run_ledger.write_planned(tmp_path, "03_cers", 122_400)

@@ -119,6 +119,7 @@ def discover(
         n_strips,
         strips_per_forward,
         lambda start, stop: score_strips(lm, list(items_of(f"strip_{query}", corpus, n_strips, seed)[start:stop])),
+        one_copy_per_item=True,  # one read row per strip
     )
 
 

@@ -63,6 +63,7 @@ def mass_run(
         n_items,
         items_per_forward,
         lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), rows),
+        one_copy_per_item=True,  # one read row per item
     )
     return {name: values.mean(0) for name, values in per_item.items()}
 

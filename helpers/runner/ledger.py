@@ -18,7 +18,10 @@ import numpy as np
 
 from helpers.storage.ledger import LEDGER_ENV, NOTEBOOK_ENV
 
-COPY = "one item's forward under one (head-set, masking, row group, keys) or one read (helpers/engine/copy_ledger.py)"
+COPY = (
+    "one batch row's forward under one (head-set, masking, row group, keys) intervention or one read "
+    "(helpers/engine/copy_ledger.py)"
+)
 SUMS = ("computed", "read_back", "calls", "seconds", "copy_seconds", "flops")
 EARLIER = "the cache before this run"  # the one place of every copy read back from an earlier run's entry
 

@@ -216,6 +216,7 @@ STEPS = {
         forwards=_controls,
     ),
     "06_cross_model": Step(
+        after=("01_discovery",),  # its 40-strip discovery runs on `toy` are cut from 01's 400-strip chunks
         writes={
             "table22_baseline_audit": "table",
             "table19_second_model": "table",
@@ -253,7 +254,9 @@ STEPS = {
         forwards=_protocol,
     ),
     "08_methods": Step(
-        after=("01_discovery",),  # the 12 settings' scores come from 01's discovery runs in the result cache
+        # the 12 settings' scores come from 01's discovery runs in the result cache; its 20-item head masses are
+        # cut from 07's 50-item chunks
+        after=("01_discovery", "07_protocol"),
         needs_regions=True,
         writes={
             "methods_facts": "table",

@@ -156,24 +156,33 @@ class ResultCache:
         chunk_size: int,
         compute: Callable[[int, int], dict],
         prepare: Callable[[int, int], None] | None = None,
+        one_copy_per_item: bool = False,
     ) -> dict[str, np.ndarray]:
         """Per-item arrays for items 0..n_items-1, computed chunk by chunk by `compute(start, stop)`
         (arrays with the item axis first) and concatenated; each chunk is its own cache entry.
         Leave `n_items` out of `params`: a larger run then reuses every full chunk of a smaller one.
         `prepare(start, stop)` runs in this process for every missing chunk before any is computed: what it
-        leaves in memory (the engine's per-item records) reaches the workers forked afterwards."""
+        leaves in memory (the engine's per-item records) reaches the workers forked afterwards.
+        `one_copy_per_item`: `compute` makes one copy per item, in item order (a read's batch rows; checked when
+        the chunk is saved). A run's last chunk then also meets another run's of the same start: a missing chunk
+        is cut from a longer entry on disk (a larger run's), or completed from the longest shorter one (a smaller
+        run's last chunk), only its items past that entry computed."""
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
         bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
-        keys = [{**params, "chunk": [start, stop]} for start, stop in bounds]
+        keys = [_chunk_key(params, start, stop) for start, stop in bounds]
         label = ledger.computation(name, params)
         parts = [self._read_back(name, key, label) for key in keys]  # on disk first: the bar's ETA is the work left
+        for i, (start, stop) in enumerate(bounds):
+            if parts[i] is None and one_copy_per_item:
+                parts[i] = self._cut_from_longer(name, params, start, stop, chunk_size, label)
         missing = [i for i in workers.shard_order(len(bounds)) if parts[i] is None]
         if missing:
             for i in missing if prepare is not None else ():
                 prepare(*bounds[i])
             entries = [self.path(name, key) for key in keys]
-            chunks = [(entries[i], self._saver(name, keys[i], label, compute, *bounds[i])) for i in missing]
+            shorter = functools.partial(self._shorter_entry, name, params) if one_copy_per_item else None
+            chunks = [(entries[i], self._saver(name, keys[i], label, compute, *bounds[i], shorter)) for i in missing]
             with tqdm(
                 total=len(bounds),
                 initial=len(bounds) - len(missing),
@@ -203,13 +212,64 @@ class ResultCache:
         ledger.chunk_read(label, self.path(name, key), entry[1])
         return entry[0]
 
-    def _saver(self, name: str, key: dict, label: str, compute: Callable[[int, int], dict], start: int, stop: int):
+    def _cut_from_longer(
+        self, name: str, params: dict, start: int, stop: int, chunk_size: int, label: str
+    ) -> dict[str, np.ndarray] | None:
+        """Chunk [start, stop)'s arrays cut from the shortest entry [start, longer) on disk with stop < longer <=
+        start + chunk_size, its first stop - start copies counted as read back; None when there is none."""
+        for longer in range(stop + 1, start + chunk_size + 1):
+            key = _chunk_key(params, start, longer)
+            entry = self.load_entry(name, key)
+            if entry is not None:
+                arrays, digests = entry
+                ledger.chunk_read(label, self.path(name, key), digests[: stop - start])
+                return {k: v[: stop - start] for k, v in arrays.items()}
+        return None
+
+    def _shorter_entry(self, name: str, params: dict, start: int, stop: int) -> tuple[int, dict, Path] | None:
+        """The longest entry [start, shorter) on disk with start < shorter < stop: (shorter, its arrays and digests,
+        its path); None when there is none."""
+        for shorter in range(stop - 1, start, -1):
+            key = _chunk_key(params, start, shorter)
+            entry = self.load_entry(name, key)
+            if entry is not None:
+                return shorter, entry, self.path(name, key)
+        return None
+
+    def _saver(
+        self,
+        name: str,
+        key: dict,
+        label: str,
+        compute: Callable[[int, int], dict],
+        start: int,
+        stop: int,
+        shorter: Callable[[int, int], tuple | None] | None = None,
+    ):
         """The call that computes chunk [start, stop) and saves it as the entry of `key`, counting its copies in the
-        ledger (computation `label`)."""
+        ledger (computation `label`). `shorter` (one copy per item): finds a shorter entry of the same start when
+        the chunk is computed; the chunk then computes only the items past it."""
 
         def save() -> None:
             with ledger.computing(label) as tally:
-                arrays = {k: np.asarray(v) for k, v in compute(start, stop).items()}
+                head = shorter(start, stop) if shorter is not None else None
+                begin = start
+                if head is not None:
+                    begin, (head_arrays, head_digests), head_path = head
+                    ledger.part_read(head_path, head_digests)
+                arrays = {k: np.asarray(v) for k, v in compute(begin, stop).items()}
+                if shorter is not None and len(tally.all_digests()) != stop - begin:
+                    raise RuntimeError(
+                        f"{label}: items [{begin}, {stop}) made {len(tally.all_digests())} copies; "
+                        "one_copy_per_item needs one per item"
+                    )
+                if head is not None:
+                    arrays = {k: np.concatenate([head_arrays[k], v]) for k, v in arrays.items()}
             ledger.chunk_computed(tally, self.save(name, key, arrays, tally.held_digests()))
 
         return save
+
+
+def _chunk_key(params: dict, start: int, stop: int) -> dict:
+    """The cache key of chunk [start, stop) of the computation keyed `params`."""
+    return {**params, "chunk": [start, stop]}
