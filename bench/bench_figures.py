@@ -12,7 +12,8 @@ what a load from other processes changes least):
 - an NCS call at every row, the prompt's rows or the last row: the copies run only the rows after those no copy
   changes (before the image, before the prompt's rows), against whole copies;
 - the per-copy time of run_head_sets against the fp32 matmul-peak floor (the copy's matmul FLOPs at the
-  peak measured here) and the fixed cost per call;
+  peak measured here) and the fixed cost per call; where an NCS call's time goes (the decoder layers' projections,
+  their attention, the rest outside the layers), each part per copy against its matmuls' floor and fixed per call;
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
   and the speed-up N idle cores would give, N x CPU(1 worker) / CPU(N workers, children included);
 - the projected `make figures` time: each notebook's planned copies (helpers/runner/steps.py) at the measured
@@ -34,6 +35,7 @@ Writes build/bench/figures.json and prints a table.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import resource
 import statistics
@@ -41,10 +43,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from unittest import mock
 
 import numpy as np
 import torch
+from transformers import AttentionInterface
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, load_model, run_head_sets
 from helpers.engine.interventions import letter_probs_under
@@ -167,18 +172,90 @@ def prefix_rows(lm, repeats: int) -> dict:
 
 
 def matmul_floor(lm) -> dict:
-    """fp32 matmul FLOPs of one copy of an NCS item through the decoder, and the seconds they take at the
-    peak rate of a [T*21, D] x [D, D'] matmul measured here."""
+    """fp32 matmul FLOPs of one copy of an NCS item through the decoder, the projections' (q, k, v, o and the
+    MLP) and the attention's (q k^T and the weights times v), and the seconds they take at the peak rate of a
+    [T*21, D] x [D, D'] matmul measured here."""
     config = lm.model.config.text_config
     tokens = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched")).inputs["input_ids"]
     T, D, F = tokens.shape[1], config.hidden_size, config.intermediate_size
     q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
-    per_layer = 2 * T * D * (q + 2 * kv) + 2 * T * q * D + 2 * T * 3 * D * F + 2 * 2 * T * T * q
-    flops = config.num_hidden_layers * per_layer
+    projections = config.num_hidden_layers * (2 * T * D * (q + 2 * kv) + 2 * T * q * D + 2 * T * 3 * D * F)
+    scores = config.num_hidden_layers * 2 * 2 * T * T * q
     a, b = torch.randn(T * 21, D), torch.randn(D, F)
     best = min(_interleaved({"matmul": lambda: [a @ b for _ in range(50)]}, 5).values()) / 50
     peak = 2 * a.shape[0] * D * F / best
-    return {"tokens": T, "flops_per_copy": flops, "peak_flops": peak, "floor_seconds_per_copy": flops / peak}
+    return {
+        "tokens": T,
+        "flops_per_copy": projections + scores,
+        "projection_flops_per_copy": projections,
+        "attention_flops_per_copy": scores,
+        "peak_flops": peak,
+        "floor_seconds_per_copy": (projections + scores) / peak,
+    }
+
+
+@contextmanager
+def _timed_parts(lm, spent: collections.Counter):
+    """While open, adds to ``spent`` the CPU seconds inside the text backbone's decoder layers ("layers") and
+    inside the attention function they call ("attention")."""
+    layers = lm.adapter.language_model(lm.model).layers
+    registered = ALL_ATTENTION_FUNCTIONS[attention.ATTENTION]
+
+    def timed(part: str, call):
+        def wrapper(*args, **kwargs):
+            began = time.process_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                spent[part] += time.process_time() - began
+
+        return wrapper
+
+    forwards = [layer.forward for layer in layers]
+    for layer in layers:
+        layer.forward = timed("layers", layer.forward)
+    AttentionInterface.register(attention.ATTENTION, torch.compiler.disable(timed("attention", registered)))
+    try:
+        yield
+    finally:
+        for layer, forward in zip(layers, forwards):
+            layer.forward = forward
+        AttentionInterface.register(attention.ATTENTION, registered)
+
+
+def call_parts(lm, floor: dict, repeats: int) -> dict:
+    """Where an NCS call's CPU time goes, at 1 and at 21 copies (S + 20 sets, hidden image at every row): the
+    decoder layers without their attention (the projections, norms, rotary embedding and MLP; compiled), the
+    attention function (the scores, softmax, weights times values and the intervention), and everything outside
+    the layers (embedding, the clean item's record, the output head, the engine's Python). Each part as t(n) =
+    fixed + n x per copy, beside the floors of its matmuls."""
+    sets = torch.as_tensor(_sets(lm))
+    single = single_image_items(load_corpus("co"), 1, 0, "matched")[0]
+    batch = build_batch(lm.processor, [single])
+    per_call = {}
+    for n in (1, 21):
+        call = lambda n=n: run_head_sets(lm, batch.inputs, sets[:n], batch.image_mask, HIDE, "all", 1)  # noqa: E731
+        call()
+        spent = collections.Counter()
+        with _timed_parts(lm, spent):
+            began = time.process_time()
+            for _ in range(repeats):
+                call()
+            total = time.process_time() - began
+        per_call[n] = {
+            "projections and the rest of the layers": (spent["layers"] - spent["attention"]) / repeats,
+            "attention": spent["attention"] / repeats,
+            "outside the layers": (total - spent["layers"]) / repeats,
+        }
+    out = {}
+    for part in per_call[1]:
+        per_copy = (per_call[21][part] - per_call[1][part]) / 20
+        out[part] = {"per_copy_seconds": per_copy, "fixed_seconds": per_call[1][part] - per_copy}
+    peak = floor["peak_flops"]
+    out["projections and the rest of the layers"]["floor_seconds_per_copy"] = floor["projection_flops_per_copy"] / peak
+    out["attention"]["floor_seconds_per_copy"] = floor["attention_flops_per_copy"] / peak
+    out["outside the layers"]["floor_seconds_per_copy"] = 0.0
+    return out
 
 
 def worker_speedup(lm, n_workers: int, repeats: int) -> dict:
@@ -369,6 +446,7 @@ def main() -> None:
     result = {"kernels": kernels(lm, args.repeats)}
     compile_decoder_layers(lm)  # as notebooks 03-05 run by default
     result |= {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
+    result["call_parts"] = call_parts(lm, result["floor"], 4 * args.repeats)
     result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
     per_copy = {k: result["cuts"][k]["item_seconds_after"] / result["cuts"][k]["copies"] for k in ("cers", "ncs")}
     result["projection"] = projection(per_copy, args.workers, result["workers"]["speedup"])
@@ -409,6 +487,12 @@ def _print(result: dict) -> None:
         f"{1e3 * floor['floor_seconds_per_copy']:.2f} ms ({floor['peak_flops'] / 1e9:.0f} GFLOP/s); fixed cost "
         f"per call {1e3 * result['cuts']['fixed_seconds_per_call']:.1f} ms"
     )
+    print("an NCS call's parts, per copy against their matmuls' floor, and fixed per call:")
+    for part, c in result["call_parts"].items():
+        print(
+            f"    {part:<40}{1e3 * c['per_copy_seconds']:>6.2f} ms vs {1e3 * c['floor_seconds_per_copy']:.2f} ms, "
+            f"fixed {1e3 * c['fixed_seconds']:.1f} ms"
+        )
     w = result["workers"]
     print(
         f"workers: 1 vs {w['workers']}: {w['wall_speedup']:.2f}x wall-clock here, {w['speedup']:.2f}x on idle cores "
