@@ -229,6 +229,12 @@ def call_parts(lm, floor: dict, repeats: int) -> dict:
     attention function (the scores, softmax, weights times values and the intervention), and everything outside
     the layers (embedding, the clean item's record, the output head, the engine's Python). Each part as t(n) =
     fixed + n x per copy, beside the floors of its matmuls."""
+    peak = floor["peak_flops"]
+    floors = {  # each part's matmul floor per copy
+        "projections and the rest of the layers": floor["projection_flops_per_copy"] / peak,
+        "attention": floor["attention_flops_per_copy"] / peak,
+        "outside the layers": 0.0,
+    }
     sets = torch.as_tensor(_sets(lm))
     single = single_image_items(load_corpus("co"), 1, 0, "matched")[0]
     batch = build_batch(lm.processor, [single])
@@ -248,13 +254,10 @@ def call_parts(lm, floor: dict, repeats: int) -> dict:
             "outside the layers": (total - spent["layers"]) / repeats,
         }
     out = {}
-    for part in per_call[1]:
+    for part, floor_seconds in floors.items():
         per_copy = (per_call[21][part] - per_call[1][part]) / 20
-        out[part] = {"per_copy_seconds": per_copy, "fixed_seconds": per_call[1][part] - per_copy}
-    peak = floor["peak_flops"]
-    out["projections and the rest of the layers"]["floor_seconds_per_copy"] = floor["projection_flops_per_copy"] / peak
-    out["attention"]["floor_seconds_per_copy"] = floor["attention_flops_per_copy"] / peak
-    out["outside the layers"]["floor_seconds_per_copy"] = 0.0
+        fixed = per_call[1][part] - per_copy
+        out[part] = {"per_copy_seconds": per_copy, "fixed_seconds": fixed, "floor_seconds_per_copy": floor_seconds}
     return out
 
 

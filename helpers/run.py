@@ -404,7 +404,7 @@ def main(argv=None) -> None:
         if rewritten is not None:
             print(f"claims and {rewritten.name} rewritten from the run's final tables", flush=True)
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
-    print("copies (one item's forward under one head-set or read), per notebook:", flush=True)
+    print(f"copies ({ledger.COPY}), per notebook:", flush=True)
     print("\n".join(ledger.summary_lines(copies, timings)), flush=True)
 
 

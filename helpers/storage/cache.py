@@ -217,23 +217,25 @@ class ResultCache:
     ) -> dict[str, np.ndarray] | None:
         """Chunk [start, stop)'s arrays cut from the shortest entry [start, longer) on disk with stop < longer <=
         start + chunk_size, its first stop - start copies counted as read back; None when there is none."""
-        for longer in range(stop + 1, start + chunk_size + 1):
-            key = _chunk_key(params, start, longer)
-            entry = self.load_entry(name, key)
-            if entry is not None:
-                arrays, digests = entry
-                ledger.chunk_read(label, self.path(name, key), digests[: stop - start])
-                return {k: v[: stop - start] for k, v in arrays.items()}
-        return None
+        found = self._same_start(name, params, start, range(stop + 1, start + chunk_size + 1))
+        if found is None:
+            return None
+        _, (arrays, digests), path = found
+        ledger.chunk_read(label, path, digests[: stop - start])
+        return {k: v[: stop - start] for k, v in arrays.items()}
 
-    def _shorter_entry(self, name: str, params: dict, start: int, stop: int) -> tuple[int, dict, Path] | None:
-        """The longest entry [start, shorter) on disk with start < shorter < stop: (shorter, its arrays and digests,
-        its path); None when there is none."""
-        for shorter in range(stop - 1, start, -1):
-            key = _chunk_key(params, start, shorter)
+    def _shorter_entry(self, name: str, params: dict, start: int, stop: int) -> tuple[int, tuple, Path] | None:
+        """The longest entry [start, shorter) on disk with start < shorter < stop (as _same_start gives it)."""
+        return self._same_start(name, params, start, range(stop - 1, start, -1))
+
+    def _same_start(self, name: str, params: dict, start: int, stops) -> tuple[int, tuple, Path] | None:
+        """The first entry [start, s) on disk for s in `stops`: (s, its arrays and digests, its path); None when
+        there is none."""
+        for end in stops:
+            key = _chunk_key(params, start, end)
             entry = self.load_entry(name, key)
             if entry is not None:
-                return shorter, entry, self.path(name, key)
+                return end, entry, self.path(name, key)
         return None
 
     def _saver(
