@@ -26,8 +26,9 @@
 # (referring + last token on Qwen2-VL-7B, p = .048) does too. The sentence under Table 19 says which sets do here.
 #
 # Defaults are CPU sizes for the embedded toys, each there for a contrast (helpers/toy/README.md): the default
-# Qwen3-VL; from helpers/toy/models/ the modular Qwen3-VL that was the default before and its DropHead-only variant,
-# the depth toy that reads the image across layers at the paper's confidence, Qwen2-VL under both recipes and LLaVA:
+# Qwen3-VL (reads the image across layers, answers at P 0.98); from helpers/toy/models/ two earlier stages of its
+# chain, the saturated layer-0 reader it started from and the depth toy at the paper's confidence (0.995), the
+# modular Qwen3-VL (one token per region), Qwen2-VL under two recipes and LLaVA:
 # 40 strips per corpus x query for discovery, 20 evaluation items and 20 items per pointing task (the paper: 400
 # and 80), R = 20 as in Table 19; co-ref-qsp's NCS against k at 05's `ks` and
 # CERS against beta at 03's `betas` (S only) for the resolution table. On a GPU pass hub ids,
@@ -37,9 +38,9 @@
 # %% tags=["parameters"]
 models = [
     "toy",
-    "toy-modular",
-    "toy-qwen3vl-drophead",
+    "toy-saturated-layer0",
     "toy-depth-nowords-nodh",
+    "toy-modular",
     "toy-qwen2vl",
     "toy-qwen2vl-graded",
     "toy-llava",
@@ -71,6 +72,7 @@ from IPython.display import display
 
 from helpers import sizes
 from helpers.figures.cross_model import plot_overlaps_per_model
+from helpers.measures.verdicts import AUDIT_RANGES
 from helpers.runner import params, report
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.stimuli.pointing_convert import converted_task
@@ -80,7 +82,6 @@ from helpers.studies import findings
 from helpers.studies.cross_model import AUDIT
 from helpers.studies.cross_model_run import model_run
 from helpers.studies.resolution import summary_sentence
-from helpers.studies.verdicts import AUDIT_RANGES
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)
@@ -112,7 +113,7 @@ for name in P.models:
 # ## Table 22: the baseline audit
 # Mean P(correct) without intervention: oracle grid (the prompt names the target cell; expect about 1),
 # blank floor (expect 0.25), the NCS arms matched (about 1) and mismatched (0.25), each against the range
-# printed below (helpers.studies.verdicts.AUDIT_RANGES, the same ranges as 07's report card); `card targets`: an
+# printed below (helpers.measures.verdicts.AUDIT_RANGES, the same ranges as 07's report card); `card targets`: an
 # embedded toy's eight held-out targets met. The paper's rows are Qwen3-VL-8B on its converted benchmarks.
 
 # %%
@@ -126,7 +127,7 @@ display(report.reference("table22_baseline_audit").round(3))
 # %% [markdown]
 # ## Table 19: the second-model check
 # NCS of each COCO set against the mean of its layer-matched random sets, rank p (floor 1 / (R + 1)) and the
-# verdict of the one rule (helpers.studies.verdicts.judge: rank p at most .05 AND S above the random mean by at
+# verdict of the one rule (helpers.measures.verdicts.judge: rank p at most .05 AND S above the random mean by at
 # least 0.01, unadjusted); the paper's three models beside ours (the `paper_*` columns, by setting).
 
 # %%

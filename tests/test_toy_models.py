@@ -25,6 +25,7 @@ TOYS = {  # name -> family
     "toy-modular": "qwen3_vl",
     "toy-qwen2vl-graded": "qwen2_vl",
     "toy-depth-nowords-nodh": "qwen3_vl",
+    "toy-saturated-layer0": "qwen3_vl",
 }
 
 

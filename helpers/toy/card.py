@@ -39,7 +39,8 @@ def card_text(folder: Path) -> str:
     name = "toy" if folder == TOY_MODEL else f"toy-{folder.name}"
     shown = folder.relative_to(HELPERS.parent).as_posix()
     summary = json.loads((folder / "heldout_accuracy.json").read_text())
-    command = _command(summary) + ("" if name == "toy" else f" --name {folder.name}")
+    chain = summary.get("chain")
+    command = _command(summary) + f" --name {chain[-1]['name'] if chain else folder.name}"
     config = AutoConfig.from_pretrained(folder)
     text = config.get_text_config()
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
@@ -55,7 +56,8 @@ def card_text(folder: Path) -> str:
         f"# Toy {config.model_type} (`{name}`, model card)",
         "",
         f"`{shown}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
-        f"trained by `python -m helpers.toy.train {command}`{_restarts(summary)} on the synthetic tasks, curriculum "
+        + (f"made by `make toy-model` (helpers.toy.chain: {len(chain)} runs, below), the last of them " if chain else "")
+        + f"trained by `python -m helpers.toy.train {command}`{_restarts(summary)} on the synthetic tasks, curriculum "
         "and losses of "
         "helpers/toy/README.md (TRAINING.md for the curriculum at the time of this run); load it as "
         f'`load_model("{name}")`.',
@@ -66,6 +68,7 @@ def card_text(folder: Path) -> str:
         *_recipe_lines(summary),
         _training_line(summary),
         "",
+        *_chain_lines(chain),
         f"## Held-out accuracy (the eight targets; {next(iter(results.values()))['n']} items per task, seed 777)",
         "",
         "| task | metric | target | result (cm / co) | met |",
@@ -79,6 +82,30 @@ def card_text(folder: Path) -> str:
             f"({r['cm']:.2f} / {r['co']:.2f}) | {'yes' if r['passes'] else '**no**'} |"
         )
     return "\n".join([*lines, "", verdict, "", *_probe_lines(summary), *_pointing_lines(summary)])
+
+
+def _chain_lines(chain: list[dict] | None) -> list[str]:
+    """The stages that made the default toy (helpers.toy.chain), each a train.py run from the one before."""
+    if not chain:
+        return []
+    lines = [
+        "## The chain of runs (`make toy-model`, helpers/toy/chain.py; TRAINING.md says why each stage exists)",
+        "",
+        "| stage | folder | started from | recipe | steps | minutes (budget) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for number, stage in enumerate(chain, 1):
+        recipe = stage["recipe"]
+        shown = ", ".join(f"{key} {value:g}" for key, value in recipe.items() if key in _CHAIN_SHOWN)
+        lines.append(
+            f"| {number} | `models/{stage['name']}` | {stage['init_from'] or 'an initialisation'} | {shown} | "
+            f"{stage['steps']} | {stage['train_seconds'] / 60:.1f} ({recipe['max_minutes']:g}) |"
+        )
+    total = sum(stage["train_seconds"] for stage in chain) / 60
+    return [*lines, "", f"In all {total:.0f} min of training on one thread; the last stage's folder is this one.", ""]
+
+
+_CHAIN_SHOWN = ("drophead", "image_word_weight", "layer_image_drop", "option_smoothing")
 
 
 def _probe_lines(summary: dict) -> list[str]:

@@ -1,5 +1,5 @@
-"""Train an embedded toy VLM from scratch: the default Qwen3-VL to helpers/toy/model (`make toy-model`), a
-further family or recipe to helpers/toy/models/<name>/ (`make toy-model FAMILY=qwen2_vl`).
+"""Train one embedded toy VLM, from an initialisation or from another toy's weights, into helpers/toy/models/<name>/
+(`make toy-model FAMILY=qwen2_vl`). The default toy is a chain of such runs: helpers.toy.chain (`make toy-model`).
 
     .venv/bin/python -m helpers.toy.train [--family F] [--layers L] [--seed S] [--name NAME]
         [--steps N] [--batch-size B] [--max-minutes M] [--restart]
@@ -44,6 +44,7 @@ import json
 import math
 import tempfile
 import time
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,7 @@ from helpers.engine.loading import load_model
 from helpers.engine.mcq import option_token_ids
 from helpers.stimuli.corpora import Item, SyntheticCorpus
 from helpers.storage.cache import ResultCache
-from helpers.storage.paths import CACHE, TOY_MODEL, TOY_MODELS, toy_folder
+from helpers.storage.paths import CACHE, TOY_MODELS, toy_folder
 from helpers.toy.build import DEPTH_DEFAULTS, FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
 from helpers.toy.depth import LayerImageDrop, Recipe, depth_recipe, initialised_from, letter_answer_loss
@@ -66,9 +67,9 @@ from helpers.toy.probe import depth_profile, log_columns, profile_line
 from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, retarget
 
 TRAIN_SEED_BASE = 10_000
-# The embedded default toy's recipe, the training defaults (reasons in helpers/toy/README.md): Qwen3-VL's own
-# 2 x 2 merge (a 64-px region is 2 x 2 image tokens) and DropHead on every text layer (redundant heads), in a
-# 125-minute budget. The modular toy (`toy-modular`) is `--merge-size 4 --drophead 0 --max-minutes 42`.
+# The training defaults are the first stage of the default toy's chain (helpers/toy/chain.py; reasons in
+# helpers/toy/README.md): Qwen3-VL's own 2 x 2 merge (a 64-px region is 2 x 2 image tokens) and DropHead on every
+# text layer, in a 125-minute budget. The modular toy (`toy-modular`) is `--merge-size 4 --drophead 0 --max-minutes 42`.
 DEFAULT_MERGE, DEFAULT_DROPHEAD, DEFAULT_MINUTES = 2, 0.2, 125.0
 # The run goes through three stages, each a mixture of tasks (share of the conversations of a step),
 # switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
@@ -528,18 +529,10 @@ def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
     return cycles, rows
 
 
-def output_folder(family: str, name: str | None, merge_size: int, drophead: float):
-    """The folder of the model, its training_log.csv, heldout_accuracy.json and card: the default toy's
-    (helpers/toy/model) for a Qwen3-VL run without a name, which must follow the default's recipe, else
-    helpers/toy/models/<name> (name default: the family)."""
-    if name is None and family == "qwen3_vl":
-        if (merge_size, drophead) != (DEFAULT_MERGE, DEFAULT_DROPHEAD):
-            raise ValueError(
-                f"a Qwen3-VL run without --name replaces the embedded default toy, whose recipe is --merge-size "
-                f"{DEFAULT_MERGE} --drophead {DEFAULT_DROPHEAD:g}; this one has --merge-size {merge_size} --drophead "
-                f"{drophead:g}: give it a --name"
-            )
-        return TOY_MODEL
+def output_folder(family: str, name: str | None) -> Path:
+    """The folder of the model, its training_log.csv, heldout_accuracy.json and card: helpers/toy/models/<name>
+    (name default: the family). The default toy (helpers/toy/model) is the last stage of a chain of runs, made by
+    helpers.toy.chain (`make toy-model`)."""
     return TOY_MODELS / (name or family.replace("_", ""))
 
 
@@ -619,10 +612,7 @@ def main():
         parser.error(f"--image-word-layer {args.image_word_layer} is not one of 0-{args.layers}")
     if args.restart and args.init_from:
         parser.error("--restart continues this folder's run; --init-from starts a new one from another toy: give one")
-    try:
-        model_dir = output_folder(args.family, args.name, args.merge_size, args.drophead)
-    except ValueError as error:
-        parser.error(str(error))
+    model_dir = output_folder(args.family, args.name)
     model_dir.mkdir(parents=True, exist_ok=True)
     processor = build_processor(args.family, args.merge_size)
     origin = None  # the toy an --init-from run started from, kept through its restarts
