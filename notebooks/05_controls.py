@@ -207,7 +207,7 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # set per seed as Retrieval_Head masks one per run. Each scheme draws R sets per setting from its
 # named stream (its column; the unseeded row pools its seeds' sets); the layer-matched row is Table 3's
 # run, read back. NCS only: CERS would need every scheme's steering runs (as many forwards again).
-# Verdict: Holm across the 12 settings of a scheme (helpers/studies/verdicts.py); `significant` is
+# Verdict: Holm across the 12 settings of a scheme (helpers/measures/verdicts.py); `significant` is
 # the unadjusted call (verdicts.judge on the rank p alone); `seeds beating` and `seeds not interpretable` count
 # the unseeded seeds by the same rule on each seed's own set(s) (`R per seed`). Rank p's are over the DISTINCT
 # random sets (`distinct`): a bottom5 pool smaller than k gives every draw the whole pool (`heads` < k), as

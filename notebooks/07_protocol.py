@@ -69,7 +69,7 @@ card = protocol.build_card(card_protocol)
 # %% [markdown]
 # ## Verdicts and conclusion
 # One row per check: pass / fail / not interpretable / not run, the number it rests on and the reason
-# (thresholds in `helpers/studies/verdicts.py`). The conclusion is generated from these rows.
+# (thresholds in `helpers/measures/verdicts.py`). The conclusion is generated from these rows.
 
 # %%
 report.table(card["verdicts"], "protocol_verdicts", P.out_dir)

@@ -22,7 +22,7 @@
 # ablation and attribution patching. Below: each method's facts, its top-k set's overlap with the others and with
 # the paper's 12 discovery settings (notebook 01's cache), how well each score ranks heads like the ablation, and
 # whether each method's top-k set passes the paper's tests: NCS and CERS against layer-matched and any-layer random
-# sets (notebooks 03 and 04), with the one verdict rule of the tables (helpers.studies.verdicts.versus_random).
+# sets (notebooks 03 and 04), with the one verdict rule of the tables (helpers.measures.verdicts.versus_random).
 
 # %% tags=["parameters"]
 model = "toy"
@@ -59,12 +59,12 @@ from helpers.figures.methods import plot_method_overlap, plot_method_score_maps
 from helpers.measures.controls import spill_notes
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.overlap import top_k
+from helpers.measures.verdicts import holm_random_sets
 from helpers.runner import params, report
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings, method_validation, methods
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import holm_random_sets
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)

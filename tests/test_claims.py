@@ -4,9 +4,9 @@ import math
 
 import pandas as pd
 
+from helpers.measures import verdicts as v
 from helpers.measures.stats import holm
 from helpers.studies import claims
-from helpers.studies import verdicts as v
 
 NOT_TESTABLE = "not testable here (see detail)"
 SETTINGS = ["cm-ord-last", "cm-ref-qsp", "co-ord-last", "co-ref-qsp"]

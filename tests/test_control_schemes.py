@@ -6,8 +6,9 @@ import pytest
 
 from helpers import sizes
 from helpers.measures import control_schemes as cs
+from helpers.measures import verdicts
 from helpers.runner import params
-from helpers.studies import findings, verdicts
+from helpers.studies import findings
 
 
 def _head_set():

@@ -42,12 +42,12 @@ from helpers.measures.methods.top1_hits import (
 )
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.measures.overlap import half_split_overlaps, split_halves
+from helpers.measures.verdicts import holm_floor, holm_random_sets
 from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings
-from helpers.studies.verdicts import holm_floor, holm_random_sets
 
 # ------------------------------------------------------------------------------------------------ known cases
 

@@ -14,6 +14,7 @@ from PIL import Image
 
 from helpers import protocol, run, sizes
 from helpers.engine import load_model
+from helpers.measures import verdicts
 from helpers.measures.controls import layer_matched_controls, layer_matched_sets
 from helpers.measures.methods import PER_ITEM
 from helpers.measures.methods.cached import method_run, method_score
@@ -29,7 +30,6 @@ from helpers.runner.cli import parameter_overrides
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import cache, headsets, paths
 from helpers.storage.cache import ResultCache
-from helpers.studies import verdicts
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.experiment import Experiment
 from helpers.studies.protocol import build_card, verdict_table

@@ -1,4 +1,4 @@
-"""Every verdict against random sets comes from one function (helpers.studies.verdicts.versus_random): no module
+"""Every verdict against random sets comes from one function (helpers.measures.verdicts.versus_random): no module
 or notebook that prints or colours a verdict compares a p-value, alpha or the minimum effect by itself."""
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The modules that print, colour or write a verdict: tables, figures, sentences, claims, the card, the notebooks.
 SCOPE = ("helpers/studies/*.py", "helpers/studies/protocol/*.py", "helpers/figures/*.py", "notebooks/*.py")
-RULE = "helpers/studies/verdicts.py"
+RULE = "helpers/measures/verdicts.py"
 # The calls of `exceeds` outside the rule that are no verdict against random sets: {module: (count, why)}.
 ALLOWED_EXCEEDS = {
     "helpers/studies/findings.py": (1, "generic_damage_sentence: a damage set's own NCS against the clean model"),
@@ -105,7 +105,7 @@ def test_a_table_of_verdicts_prints_the_same_with_inputs_perturbed_at_1e_7():
     import pandas as pd
 
     from helpers.measures.stats import against_random, holm
-    from helpers.studies.verdicts import judge
+    from helpers.measures.verdicts import judge
 
     rng = np.random.default_rng(6)
     runs = {  # per-item values [N, 1 + R]: S tied with random sets at 0, S far above, S among varying random sets

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import holm
-from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, WITHIN, outcomes
+from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, WITHIN, outcomes
 
 # The colour of each outcome of verdicts.versus_random, in every figure that colours a verdict.
 VERDICT_COLOURS = {BEATS: "#d62728", WITHIN: "#1f77b4", NOT_INTERPRETABLE: "#9e9e9e"}

@@ -20,8 +20,7 @@ import pandas as pd
 
 from helpers.figures.writers import save_table
 from helpers.measures.stats import holm
-from helpers.runner.report import reference
-from helpers.studies.verdicts import (
+from helpers.measures.verdicts import (
     ALPHA,
     BEATS,
     MIN_EFFECT,
@@ -33,6 +32,7 @@ from helpers.studies.verdicts import (
     p_at_least,
     paired_difference,
 )
+from helpers.runner.report import reference
 
 # A claim holds, fails, or cannot be tested at this run's sizes (None).
 VERDICTS = {True: "yes", False: "no", None: "not testable here (see detail)"}

@@ -22,14 +22,14 @@ from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
 from helpers.measures.stats import against_random, paired_t
 from helpers.measures.steering import cers
+from helpers.measures.verdicts import AUDIT_RANGES
 from helpers.stimuli.design import k_for
 from helpers.storage import paths
 from helpers.storage.cache import ResultCache
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import AUDIT_RANGES
 
 # Table 22's four baselines under their names there -> the baseline's name in helpers.measures.baselines.audit and in
-# helpers.studies.verdicts.AUDIT_RANGES (the one range table of the audit, shared with the protocol's report card)
+# helpers.measures.verdicts.AUDIT_RANGES (the one range table of the audit, shared with the protocol's report card)
 AUDIT = {"oracle grid": "oracle", "blank floor": "blank", "matched": "matched", "mismatched": "mismatched"}
 # Table 19 (the second-model check): the four COCO settings of the ordinal / referring x last / query-span design
 TABLE19 = {

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import t_interval
+from helpers.measures.verdicts import judge
 from helpers.studies.against_controls import against_controls
 from helpers.studies.claims import claim_rows
 from helpers.studies.cross_model import LAST, NATIVE, QSP_OUT, TABLE19, overlap_rows, ranges
 from helpers.studies.resolution import resolution_table
-from helpers.studies.verdicts import judge
 
 # The claims 06's runs cannot test, and why (the claims table per model)
 UNTESTED_IN_06 = {

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.stats import holm
-from helpers.studies.verdicts import (
+from helpers.measures.verdicts import (
     ALPHA,
     BEATS,
     EFFECT_BELOW,

@@ -19,10 +19,10 @@ from helpers.engine.head_sets import on_device
 from helpers.measures.controls import with_controls
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
+from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, judge
 from helpers.stimuli.prepared import item_batch, items_of
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.masking_variants import MASKING_VARIANTS
-from helpers.studies.verdicts import BEATS, NOT_INTERPRETABLE, judge
 
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:

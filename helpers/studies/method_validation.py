@@ -16,9 +16,9 @@ from helpers.measures.necessity import ncs
 from helpers.measures.overlap import overlap
 from helpers.measures.stats import holm
 from helpers.measures.steering import cers
+from helpers.measures.verdicts import damage_verdict, judge
 from helpers.studies.against_controls import with_effect
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import damage_verdict, judge
 
 METHOD_MEASURES = ("NCS", "CERS")
 METHOD_CONTROLS = ("layer-matched", "any-layer")

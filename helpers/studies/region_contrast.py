@@ -18,8 +18,8 @@ from helpers.measures.baselines import audit
 from helpers.measures.controls import with_controls
 from helpers.measures.stats import against_random
 from helpers.measures.steering import ncs_grid, symmetric_cers
+from helpers.measures.verdicts import AUDIT_RANGES, GRID_AUDITS
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.verdicts import AUDIT_RANGES, GRID_AUDITS
 
 MEASURES = ("NCS_grid", "symmetric CERS")
 ATTAINABLE = "largest attainable NCS_grid"

@@ -26,7 +26,7 @@ import pandas as pd
 
 from helpers.measures.necessity import single_head_profile
 from helpers.measures.stats import against_random
-from helpers.studies.verdicts import MIN_EFFECT
+from helpers.measures.verdicts import MIN_EFFECT
 
 DIGITS = 3  # the tables' float_format "%.3f"
 # The measure family of every per-item run 06 keeps ([N, 1 + R]: S, then its random sets)

@@ -14,7 +14,7 @@ writes report.md and report.html beside its executed copy. For each head-set S t
 - with a control scheme (notebook 07's `controls`), a control-scheme line: NCS against the random sets one of
   the field's control schemes draws (helpers/measures/control_schemes.py: bottom5, same-band, ...), its
   verdict beside the layer-matched one;
-- a verdict table (helpers/studies/verdicts.py) and a conclusion built from its rows.
+- a verdict table (helpers/measures/verdicts.py) and a conclusion built from its rows.
 
 With a published method (notebook 07's `method`: gaze, ver, localization, sparsemm, ocr, retrieval, qrhead,
 ablation, attribution: the methods of helpers/measures/methods, notebook 08) the card first scores every head with

@@ -10,6 +10,7 @@ import pandas as pd
 from helpers import sizes
 from helpers.engine import HIDE, load_model
 from helpers.engine.model_files import model_fingerprint
+from helpers.measures import verdicts
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
@@ -29,7 +30,6 @@ from helpers.sizes import card_forward_copies, card_sizes
 from helpers.stimuli.design import parse_setting
 from helpers.storage import headsets, paths
 from helpers.storage.cache import ResultCache
-from helpers.studies import verdicts
 from helpers.studies.against_controls import with_effect
 from helpers.studies.control_scheme_runs import scheme_run
 from helpers.studies.evaluation import Evaluation

@@ -1,11 +1,11 @@
-"""The verdict table of a report card (one verdict per check and head-set, helpers/studies/verdicts.py) and the
+"""The verdict table of a report card (one verdict per check and head-set, helpers/measures/verdicts.py) and the
 conclusion built from its rows."""
 
 from dataclasses import replace
 
 import pandas as pd
 
-from helpers.studies import verdicts
+from helpers.measures import verdicts
 
 
 def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
