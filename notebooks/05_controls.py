@@ -156,7 +156,9 @@ print(findings.ncs_vs_k_sentence(table14))
 # ## Table 15: shared heads against setting-specific heads
 # For two settings that differ in one factor (helpers.studies.controls.SHARED_HEAD_PAIRS), the heads both sets
 # hold and the heads only one holds, each against R layer-matched random sets of its own size: the excess of its
-# NCS over the random sets' mean and its rank p among them (the rank p of every other table). Empty parts are
+# NCS over the random sets' mean, its p as the paper's caption gives it (a paired one-sided t-test over items of the
+# part's NCS against the random sets' mean NCS) and its rank p among them (`rank p`, the rank p of every other
+# table, which the sentence's verdict reads). Empty parts are
 # left blank. Every part's controls are drawn from heads in neither A nor B: a control for "a only" that held
 # heads of B (or of the shared part) would carry the other part's effect and hide a difference between the parts;
 # with A ∪ B excluded, all three parts are compared with the same background of heads (`controls spill`: the

@@ -1,13 +1,19 @@
 """Random head-sets: layer-matched and any-layer controls."""
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from helpers import sizes
-from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note
+from helpers.measures.control_schemes import distinct_columns
+from helpers.measures.controls import any_layer_sets, layer_matched_count, layer_matched_sets, layer_quota, spill_note
+from helpers.measures.stats import rank_p
 from helpers.storage import paths
+from helpers.studies import controls as study_controls
+from helpers.studies.against_controls import against_controls
 
 
 def _head_set():
@@ -54,6 +60,67 @@ def test_spill_changes_nothing_where_every_layer_has_room():
     taken[0, 3:] = True  # with 3 more of layer 0's 6 heads excluded, one is left there for S's two
     assert spill_note(head_set, taken) == "1 from layer 1"
     assert (layer_matched_sets(head_set, 20, seed=5, spill=True) == layer_matched_sets(head_set, 20, seed=5)).all()
+
+
+def _plain_draws(counts: np.ndarray, avoid: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """[n, L, H]: the stream's draws without redrawing repeats (each layer's heads by rng.choice, layer by layer)."""
+    rng = np.random.default_rng(seed)
+    sets = np.zeros((n, *avoid.shape), dtype=bool)
+    for draw in range(n):
+        for layer in np.nonzero(counts)[0]:
+            sets[draw, layer, rng.choice(np.nonzero(~avoid[layer])[0], counts[layer], replace=False)] = True
+    return sets
+
+
+def test_a_set_spilling_into_a_small_layer_draws_distinct_sets_and_the_rank_p_is_over_them():
+    head_set = np.zeros((2, 8), dtype=bool)
+    head_set[1, :6] = True  # layer 1: 6 of S's heads, 2 outside; its excess of 4 comes from layer 0's 8 heads
+    assert spill_note(head_set) == "4 from layer 0"
+    counts = layer_quota(head_set, head_set, spill=True)
+    assert layer_matched_count(counts, head_set) == 70  # C(8, 4) x C(2, 2)
+    plain = _plain_draws(counts, head_set, 20, seed=0)
+    assert len(distinct_columns(plain)) < 20  # the stream's plain draws repeat sets here
+    sets = layer_matched_sets(head_set, 20, seed=0, spill=True)
+    assert (distinct_columns(sets) == np.arange(20)).all()  # every set distinct
+    first = distinct_columns(plain)[1:].min() - 1  # the draws before the first repeat are the plain draws
+    assert (sets[: first + 1] == plain[: first + 1]).all()
+    every = layer_matched_sets(head_set, 100, seed=0, spill=True)  # more draws than distinct sets
+    assert len(distinct_columns(every)) == 70 and (distinct_columns(every) == np.arange(70)).all()
+    values = np.random.default_rng(1).normal(size=(5, 101))  # [N, 1 + R]: S, then the 100 sets' per-item values
+    row = against_controls(values, distinct_columns(every))
+    assert row["R"] == 100 and row["distinct"] == 70
+    assert row["p"] == rank_p(values[:, 0].mean(), values[:, 1:71].mean(0))
+
+
+def test_layer_matched_draws_are_the_plain_draws_where_no_set_repeats():
+    head_set = np.zeros((6, 16), dtype=bool)
+    head_set[[0, 2, 5], :3] = True
+    for seed in range(5):
+        plain = _plain_draws(head_set.sum(1), head_set, 50, seed)
+        assert len(distinct_columns(plain)) == 50
+        assert (layer_matched_sets(head_set, 50, seed=seed) == plain).all()
+
+
+def test_table_15_p_is_the_papers_paired_one_sided_test_and_rank_p_its_own_column(monkeypatch):
+    settings = sorted({s for a, b, _ in study_controls.SHARED_HEAD_PAIRS for s in (a, b)})
+    rng = np.random.default_rng(0)
+    discovered = {s: rng.random((4, 8)) < 0.3 for s in settings}
+    per_item = {}
+
+    def fake_ncs(stack):  # per-item values [N, 1 + R]: S one in 3 items ahead of its random sets
+        values = np.random.default_rng(int(stack.sum())).normal(0.0, 0.01, size=(12, len(stack)))
+        values[::3, 0] += 0.02
+        per_item[len(per_item)] = values
+        return values
+
+    exp = SimpleNamespace(discovered=discovered, seed=0, mask=lambda stack: stack)
+    monkeypatch.setattr(study_controls, "ncs", fake_ncs)
+    table = study_controls.shared_heads_table(exp, 20)
+    values = per_item[0]  # the first pair's shared part
+    paired = scipy_stats.ttest_rel(values[:, 0], values[:, 1:].mean(1), alternative="greater").pvalue
+    assert table.loc[0, "shared p"] == pytest.approx(paired, rel=1e-12)
+    assert table.loc[0, "shared excess"] == pytest.approx((values[:, 0] - values[:, 1:].mean(1)).mean())
+    assert table.loc[0, "shared rank p"] == rank_p(values[:, 0].mean(), values[:, 1:].mean(0))
 
 
 def test_any_layer_sets_draw_k_heads_from_everywhere():

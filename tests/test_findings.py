@@ -107,11 +107,11 @@ def test_table13_14_15_17_sentences_read_their_tables():
             "b": ["co-ord-qsp", "co-ord-out"],
             "R": 20,
             "shared excess": [0.03, np.nan],
-            "shared p": [1 / 21, np.nan],
+            "shared rank p": [1 / 21, np.nan],
             "a-only excess": [0.005, 0.02],  # at p's floor, an effect below 0.01; then p = .2
-            "a-only p": [1 / 21, 0.2],
+            "a-only rank p": [1 / 21, 0.2],
             "b-only excess": [0.02, 0.03],
-            "b-only p": [1 / 21, 2 / 21],
+            "b-only rank p": [1 / 21, 2 / 21],
         }
     )
     text15 = findings.shared_heads_sentence(table15)

@@ -17,6 +17,8 @@ of helpers/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the test
 of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
 """
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -86,16 +88,39 @@ def layer_matched_sets(
     head_set: np.ndarray, n: int, seed: Seed, exclude: np.ndarray | None = None, spill: bool = False
 ) -> np.ndarray:
     """[n, L, H]: n random sets with S's count per layer, each drawn from the layer's heads outside S
-    (and outside `exclude` [L, H] when given). A layer without room raises, unless `spill` (layer_quota)."""
+    (and outside `exclude` [L, H] when given). A layer without room raises, unless `spill` (layer_quota).
+    Distinct: a draw that repeats an earlier set is drawn again, so a rank p over the sets is over distinct
+    sets; only where n exceeds the number of distinct sets (layer_matched_count) do the sets beyond it repeat
+    (control_schemes.distinct_columns finds their first draws). Where no draw repeats, the sets are the
+    stream's plain draws."""
     head_set, avoid = _avoided(head_set, exclude)
     counts = layer_quota(head_set, avoid, spill)
+    n_distinct = layer_matched_count(counts, avoid)
     rng = np.random.default_rng(seed)
     sets = np.zeros((n, *head_set.shape), dtype=bool)
+    drawn = set()
     for draw in range(n):
-        for layer in np.nonzero(counts)[0]:
-            outside = np.nonzero(~avoid[layer])[0]
-            sets[draw, layer, rng.choice(outside, counts[layer], replace=False)] = True
+        sets[draw] = _layer_matched_draw(counts, avoid, rng)
+        while sets[draw].tobytes() in drawn and len(drawn) < n_distinct:
+            sets[draw] = _layer_matched_draw(counts, avoid, rng)
+        drawn.add(sets[draw].tobytes())
     return sets
+
+
+def _layer_matched_draw(counts: np.ndarray, avoid: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """[L, H]: one set of counts[l] heads drawn from each layer l's heads outside `avoid`."""
+    one = np.zeros(avoid.shape, dtype=bool)
+    for layer in np.nonzero(counts)[0]:
+        outside = np.nonzero(~avoid[layer])[0]
+        one[layer, rng.choice(outside, counts[layer], replace=False)] = True
+    return one
+
+
+def layer_matched_count(counts: np.ndarray, avoid: np.ndarray) -> int:
+    """How many distinct sets draw counts[l] heads from each layer l's heads outside `avoid` [L, H]: the product
+    over layers of C(heads outside `avoid`, counts[l])."""
+    free = (~avoid).sum(1)  # [L]
+    return math.prod(math.comb(int(f), int(c)) for f, c in zip(free, counts))
 
 
 def attention_matched_sets(head_set: np.ndarray, mass: np.ndarray, n: int, seed: Seed, pool: int = 3) -> np.ndarray:

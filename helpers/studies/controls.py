@@ -20,7 +20,7 @@ from helpers.measures.controls import (
 from helpers.measures.head_mass import set_mass_statistics
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import top_k
-from helpers.measures.stats import holm, rank_p, spearman
+from helpers.measures.stats import excess_over_random, holm, rank_p, spearman
 from helpers.measures.steering import cers
 from helpers.stimuli.design import k_for
 from helpers.studies.against_controls import against_controls
@@ -141,7 +141,9 @@ def ncs_vs_k_table(
 
 def shared_heads_table(exp: Experiment, n_random: int) -> pd.DataFrame:
     """Table 15: for each pair of SHARED_HEAD_PAIRS, the heads both sets hold and the heads only one holds, each
-    against R layer-matched sets drawn outside both sets: its NCS excess over their mean and its rank p."""
+    against R layer-matched sets drawn outside both sets: its NCS excess over their mean, the paper's p (its
+    caption: a paired one-sided test over items of the part's NCS against the random sets' mean NCS,
+    helpers.measures.stats.excess_over_random) and, labelled `rank p`, its rank p among the R sets."""
     rows = []
     for a, b, factor in SHARED_HEAD_PAIRS:
         A, B = exp.discovered[a], exp.discovered[b]
@@ -150,15 +152,16 @@ def shared_heads_table(exp: Experiment, n_random: int) -> pd.DataFrame:
         spills = []
         for part, head_set in {"shared": A & B, "a-only": A & ~B, "b-only": B & ~A}.items():
             if not head_set.any():
-                row[f"{part} excess"], row[f"{part} p"] = np.nan, np.nan
+                row[f"{part} excess"], row[f"{part} p"], row[f"{part} rank p"] = np.nan, np.nan, np.nan
                 continue
             stream = sizes.stream(exp.seed, "table15/{a}+{b}/{part}", a=a, b=b, part=part)
             controls = layer_matched_sets(head_set, n_random, stream, A | B, spill=True)
             note = spill_note(head_set, A | B)
             if note:
                 spills.append(f"{part}: {note}")
-            part_row = against_controls(ncs(exp.mask(with_controls(head_set, controls))))
-            row[f"{part} excess"], row[f"{part} p"] = part_row["S"] - part_row["random mean"], part_row["p"]
+            values = ncs(exp.mask(with_controls(head_set, controls)))  # [N, 1 + R]
+            row[f"{part} excess"], row[f"{part} p"] = excess_over_random(values[:, 0], values[:, 1:])
+            row[f"{part} rank p"] = against_controls(values)["p"]
         rows.append(row | {"controls spill": "; ".join(spills)})
     return pd.DataFrame(rows)
 

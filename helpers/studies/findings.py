@@ -9,6 +9,7 @@ hand about a result.
 import numpy as np
 import pandas as pd
 
+from helpers.measures.methods import holm_family
 from helpers.measures.stats import holm
 from helpers.measures.verdicts import (
     ALPHA,
@@ -105,8 +106,9 @@ def per_model_sentence(table: pd.DataFrame) -> str:
 
 def methods_validation_sentence(table: pd.DataFrame) -> str:
     """Notebook 08's methods table: which methods' top-k sets beat their random sets on NCS and on CERS, against
-    layer-matched and any-layer sets (Holm-adjusted rank p across the tested methods and the effect S - random
-    mean, by versus_random), which reach p <= ALPHA with too small an effect, and their overlap with co-ref-qsp."""
+    layer-matched and any-layer sets (Holm-adjusted rank p within each Holm family of the tested rows,
+    helpers.measures.methods.holm_family, and the effect S - random mean, by versus_random), which reach
+    p <= ALPHA with too small an effect, and their overlap with co-ref-qsp."""
     refused = table[table["kind"] == "refused"]["method"].tolist() if "kind" in table else []
     tested = table[table["kind"] != "refused"] if "kind" in table else table
     parts = []
@@ -119,22 +121,25 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
             effect = (tested[f"{measure} S"] - tested[f"{prefix} random"]).to_numpy(dtype=float)
             ran = np.isfinite(p)
             r_values = tested[r_column].to_numpy()
+            family = np.array([holm_family(name) for name in tested["method"]])
+            n_tests = [int((ran & (family == f)).sum()) for f in family]
             calls = [
-                versus_random(pi, ei, int(r), int(ran.sum())) if ok else None
-                for pi, ei, r, ok in zip(p, effect, r_values, ran)
+                versus_random(pi, ei, int(r), n) if ok else None
+                for pi, ei, r, n, ok in zip(p, effect, r_values, n_tests, ran)
             ]
             names = tested["method"].tolist()
             beats = [n for n, c in zip(names, calls) if c and c.outcome == BEATS]
             below = [n for n, c in zip(names, calls) if c and c.reason == EFFECT_BELOW]
-            floor = holm_floor(int(tested[r_column].max()), int(ran.sum()))
+            floor = holm_floor(int(tested[r_column].max()), max(n_tests, default=0))
             text = f"{measure} vs {control} (floor {floor:.3f}): {_names(beats)}"
             if below:
                 text += f" (p <= {ALPHA:g} with an effect below {MIN_EFFECT:g}: {_names(below)})"
             parts.append(text)
     overlap = tested.set_index("method")["overlap with co-ref-qsp per 100"]
     sentence = (
-        f"This run, of {len(tested)} methods' top-k sets, those that beat their random sets (Holm-adjusted rank "
-        f"p <= {ALPHA:g} across the methods and S - random mean >= {MIN_EFFECT:g}): " + "; ".join(parts) + ". "
+        f"This run, of {len(tested)} methods' top-k sets, those that beat their random sets (rank p Holm-adjusted "
+        f"within the published methods and, apart, within the causal references, <= {ALPHA:g}, and S - random mean "
+        f">= {MIN_EFFECT:g}; the floor is the published methods'): " + "; ".join(parts) + ". "
         f"Heads shared with co-ref-qsp's set, per 100 of k: median {overlap.median():.0f}, most {overlap.max():.0f} "
         f"({overlap.idxmax()})."
     )
@@ -144,12 +149,13 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
 
 
 def holm_reach_sentence(stats: pd.DataFrame, n_random: dict[str, int], needed: int) -> str:
-    """Notebook 08: the smallest Holm-adjusted rank p any method can reach per control (the `stats` rows tested per
-    measure and control, `n_random`: control -> R), and `needed`, the least R at which Holm reaches ALPHA."""
+    """Notebook 08: the smallest Holm-adjusted rank p any method can reach per control and Holm family (the `stats`
+    rows tested per family, measure and control, `n_random`: control -> R), and `needed`, the least R at which Holm
+    across the published methods reaches ALPHA."""
     parts, blocked = [], []
-    for (measure, control), rows in stats.groupby(["measure", "control"], sort=False):
+    for (family, measure, control), rows in stats.groupby(["Holm family", "measure", "control"], sort=False):
         floor = holm_floor(n_random[control], len(rows))
-        parts.append(f"{measure} vs {control} {floor:.3f} ({len(rows)} methods, R = {n_random[control]})")
+        parts.append(f"{measure} vs {control} {floor:.3f} ({len(rows)} {family}, R = {n_random[control]})")
         if not can_pass(n_random[control], len(rows)):
             blocked.append(f"{measure} vs {control}")
     text = f"This run, the smallest Holm-adjusted rank p any method can get: {'; '.join(parts)}."
@@ -323,12 +329,12 @@ def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
 
 def shared_heads_sentence(table: pd.DataFrame) -> str:
     """Table 15: per part (shared, a only, b only), the pairs whose part beats its same-size random sets
-    (versus_random on the part's rank p among its R random sets and its excess, S - random mean) and the pairs
+    (versus_random on the part's `rank p` among its R random sets and its excess, S - random mean) and the pairs
     where the part is empty."""
     parts = []
     pairs = [f"{a} / {b}" for a, b in zip(table["a"], table["b"])]
     for part in ("shared", "a-only", "b-only"):
-        excess, p = table[f"{part} excess"], table[f"{part} p"]
+        excess, p = table[f"{part} excess"], table[f"{part} rank p"]
         ran = p.notna().to_numpy()
         beats = _beats([n for n, ok in zip(pairs, ran) if ok], p[ran], excess[ran], np.zeros(ran.sum()), table.R[ran])
         parts.append(f"{part} {len(beats)} of {int(ran.sum())} ({_names(beats)})")

@@ -16,6 +16,7 @@ import torch
 
 from helpers.engine import leak
 from helpers.engine.head_sets import on_device
+from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import with_controls
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
@@ -39,7 +40,7 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
             values = ncs(evaluation.mask(stack, rows=query_rows, masking=masking))  # [N, 1 + R]
             leak_rows = last if query_rows == "last" else "all"
             measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking, rows=leak_rows)
-            row = against_random(values[:, 0], values[:, 1:])
+            row = against_random(values[:, 0], values[:, 1:], distinct_columns(controls[setting]))
             rows.append(
                 {
                     "masking": label,
@@ -53,7 +54,19 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
     return rows
 
 
-MASKING_ROW_KEYS = ("S", "S low", "S high", "random mean", "random sd", "random min", "random max", "R", "p", "z")
+MASKING_ROW_KEYS = (
+    "S",
+    "S low",
+    "S high",
+    "random mean",
+    "random sd",
+    "random min",
+    "random max",
+    "R",
+    "distinct",
+    "p",
+    "z",
+)
 
 
 def masking_table(rows: list[dict]) -> pd.DataFrame:

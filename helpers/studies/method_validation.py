@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from helpers import sizes
+from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, with_controls
-from helpers.measures.methods import CAUSAL_REFERENCES
+from helpers.measures.methods import CAUSAL_REFERENCES, holm_family
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import overlap
 from helpers.measures.stats import holm
@@ -35,21 +36,25 @@ def validation_stats(
     """One row per method x measure x control: S ({method: top-k set [L, H]}) against R layer-matched sets of the
     method (stream "methods/layer-matched/<method>", spilling to the nearest layers where a layer has no room) and
     against R_any any-layer sets of k heads that every method shares (stream "methods/any-layer"), with the effect's
-    t-interval, the rank p Holm-adjusted across the methods per measure and control, and the verdict."""
+    t-interval, the rank p Holm-adjusted within its Holm family (methods.holm_family) per measure and control, and the
+    verdict (verdicts.judge on the Holm p, at most ALPHA passing as everywhere)."""
     shape = (len(evaluation.lm.adapter.candidate_layers), evaluation.lm.adapter.n_heads)  # (L, H)
     any_sets = any_layer_sets(shape, k, n_random_any, sizes.stream(seed, "methods/any-layer"))
     any_values = {measure: per_item(evaluation, measure, any_sets) for measure in METHOD_MEASURES}  # [N, R_any]
     rows = []
     for name, head_set in sets.items():
         stream = sizes.stream(seed, "methods/layer-matched/{method}", method=name)
-        stack = with_controls(head_set, layer_matched_sets(head_set, n_random, stream, spill=True))
+        controls = layer_matched_sets(head_set, n_random, stream, spill=True)
+        distinct = (distinct_columns(controls), distinct_columns(any_sets))  # per control, as METHOD_CONTROLS
         for measure in METHOD_MEASURES:
-            values = per_item(evaluation, measure, stack)  # [N, 1 + R]
+            values = per_item(evaluation, measure, with_controls(head_set, controls))  # [N, 1 + R]
             any_layer = np.concatenate([values[:, :1], any_values[measure]], axis=1)  # [N, 1 + R_any]
-            for control, against in zip(METHOD_CONTROLS, (values, any_layer)):
-                rows.append({"method": name, "measure": measure, "control": control, **with_effect(against)})
+            for control, against, columns in zip(METHOD_CONTROLS, (values, any_layer), distinct):
+                row = with_effect(against, columns)
+                rows.append({"method": name, "measure": measure, "control": control, **row})
     stats = pd.DataFrame(rows)
-    groups = stats.groupby(["measure", "control"])["p"]
+    stats.insert(1, "Holm family", [holm_family(name) for name in stats["method"]])
+    groups = stats.groupby(["Holm family", "measure", "control"])["p"]
     stats["p Holm"] = groups.transform(lambda p: holm(p.to_numpy()))
     n_tests = groups.transform("size")
     stats["verdict"] = [judge(row, "p Holm", int(n)).outcome for row, n in zip(stats.to_dict("records"), n_tests)]

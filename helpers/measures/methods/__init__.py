@@ -79,6 +79,16 @@ PER_ITEM = {
 }
 
 CAUSAL_REFERENCES = ("ablation", "attribution")  # references, not attention scores
+
+
+def holm_family(method: str) -> str:
+    """The methods whose rank p's one Holm adjustment covers (notebook 08): the published methods together (the
+    question is whether each one's set beats random, one test per method), and the causal references apart (they
+    are the yardstick the methods are read against, not claims under test, so they do not widen the methods'
+    family)."""
+    return "causal references" if method in CAUSAL_REFERENCES else "published methods"
+
+
 REGION_METHODS = ("gaze", "ver", "localization", "sparsemm", "ocr", "qrhead")  # FACTS[name].needs: region mapping
 
 
