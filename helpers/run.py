@@ -394,7 +394,7 @@ def main(argv=None) -> None:
     write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall}, copies)
     declared = {f for src in sources if src.stem in STEPS for f in STEPS[src.stem].output_files()}
     if args.shard is None and "INDEX.md" in declared:
-        from helpers.studies import artefacts  # 07 wrote the index; notebooks beside it may have finished after
+        from helpers.runner import artefacts  # 07 wrote the index; notebooks beside it may have finished after
 
         artefacts.write_index(folders.out)
     if args.shard is None and "claims.csv" in declared:

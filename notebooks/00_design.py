@@ -123,7 +123,7 @@ pd.DataFrame(
 # The rows after the paper's six are analyses it does not list there.
 
 # %%
-from helpers.studies.protocol_tables import conversion_table, protocol_table
+from helpers.runner.protocol_tables import conversion_table, protocol_table
 
 report.table(protocol_table(), "table28_protocol", P.out_dir, "table28_protocol", on="result", float_format="%.4g")
 

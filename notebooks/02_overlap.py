@@ -46,12 +46,13 @@ import numpy as np
 import pandas as pd
 
 from helpers.engine import load_model
-from helpers.figures.overlap import factor_medians, plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
+from helpers.figures.overlap import plot_chance_overlap, plot_overlap_matrix, plot_top_k_curve
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.overlap import (
     NATIVE_COMBINATIONS,
     ceiling_table,
     crossover_overlaps,
+    factor_medians,
     half_split_overlaps,
     one_factor_pairs,
     overlap,

@@ -126,10 +126,10 @@ if P.interactive:
 # %% [markdown]
 # ## The artefact index
 # INDEX.md in the run folder: every figure and table of the paper, the files of this folder that
-# regenerate it and its status (helpers/studies/artefacts.py); a listed file the folder lacks is named in
+# regenerate it and its status (helpers/runner/artefacts.py); a listed file the folder lacks is named in
 # its row. The runner writes it again once every notebook of the run is done.
 
 # %%
-from helpers.studies import artefacts
+from helpers.runner import artefacts
 
 tally = artefacts.write_index(P.out_dir)

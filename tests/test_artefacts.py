@@ -1,4 +1,4 @@
-"""The artefact index (helpers/studies/artefacts.py) and the generated Tables 28 and 29 (protocol_tables.py)."""
+"""The artefact index (helpers/runner/artefacts.py) and the generated Tables 28 and 29 (protocol_tables.py)."""
 
 import re
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from helpers.measures.overlap import COMBINATIONS
-from helpers.runner.report import reference
+from helpers.runner import artefacts
+from helpers.runner.protocol_tables import conversion_table, protocol_table
 from helpers.runner.steps import STEPS
-from helpers.studies import artefacts
-from helpers.studies.protocol_tables import conversion_table, protocol_table
+from helpers.storage.reference import reference
 
 SEED = Path("/work/shared/seeds/000_61aab609fec6d45b.txt")  # the paper's flattened text, where present
 # The figures and tables the paper's text names: Figure 4 and Table 7 are not among them.

@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.measures.imported_head_sets import read_any
 from helpers.storage import headsets
 
 
@@ -96,54 +97,54 @@ def test_malformed_head_set_files_name_the_file_entry_and_fix(tmp_path, case, re
     path = tmp_path / f"{case.replace(' ', '_')}.json"
     path.write_text(json.dumps(record))
     with pytest.raises(headsets.HeadSetError, match=message) as error:
-        headsets.read_any(path, "toy", 8, 16)
+        read_any(path, "toy", 8, 16)
     assert str(error.value).startswith(str(path)) and "fix" in str(error.value)
 
 
 def test_not_json_and_missing_file(tmp_path):
     (tmp_path / "bad.json").write_text("{heads: [[0, 1]]}")
     with pytest.raises(headsets.HeadSetError, match=r"bad.json: not valid JSON .* fix: write the file as JSON"):
-        headsets.read_any(tmp_path / "bad.json", "toy", 8, 16)
+        read_any(tmp_path / "bad.json", "toy", 8, 16)
     with pytest.raises(headsets.HeadSetError, match="nope.json: no such file"):
-        headsets.read_any(tmp_path / "nope.json", "toy", 8, 16)
+        read_any(tmp_path / "nope.json", "toy", 8, 16)
 
 
 def test_a_valid_file_loads_and_takes_its_stem_as_setting(tmp_path):
     record = {k: v for k, v in GOOD.items() if k != "setting"}
     (tmp_path / "mine.json").write_text(json.dumps(record))
-    loaded = headsets.read_any(tmp_path / "mine.json", "toy", 8, 16)
+    loaded = read_any(tmp_path / "mine.json", "toy", 8, 16)
     assert loaded["setting"] == "mine" and loaded["mask"].sum() == 2 and loaded["mask"][5, 2]
-    assert headsets.read_any(FIXTURES.parents[2] / "data" / "headsets" / "co-ref-qsp.json", "toy", 8, 16)["k"] == 11
+    assert read_any(FIXTURES.parents[2] / "data" / "headsets" / "co-ref-qsp.json", "toy", 8, 16)["k"] == 11
 
 
 def test_import_a_list_of_pairs():
-    record = headsets.read_any(FIXTURES / "pairs.json", "toy", 8, 16)
+    record = read_any(FIXTURES / "pairs.json", "toy", 8, 16)
     assert record["heads"] == TOP4 and record["k"] == 4 and record["setting"] == "pairs"
     assert record["mask"].sum() == 4 and record["mask"][6, 13]
     with pytest.raises(headsets.HeadSetError, match=r"pairs.json: heads\[0\] = \[5, 2\] is out of range for 4"):
-        headsets.read_any(FIXTURES / "pairs.json", "toy", 4, 1)
+        read_any(FIXTURES / "pairs.json", "toy", 4, 1)
 
 
 @pytest.mark.parametrize("name", ["scores_matrix.npy", "scores_matrix.csv", "scores_dash.json", "scores_dot.json"])
 def test_import_scores_takes_the_top_k(name):
-    record = headsets.read_any(FIXTURES / name, "toy", 8, 16, k=3)
+    record = read_any(FIXTURES / name, "toy", 8, 16, k=3)
     assert record["heads"] == TOP4[:3] and record["scores"] == [0.9, 0.8, 0.7]
     assert record["n_layers"] == 8 and record["n_heads"] == 16 and record["mask"].sum() == 3
     with pytest.raises(headsets.HeadSetError, match=f"{name}: scores need a k"):
-        headsets.read_any(FIXTURES / name, "toy", 8, 16)
+        read_any(FIXTURES / name, "toy", 8, 16)
 
 
 def test_import_errors_name_the_entry(tmp_path):
     (tmp_path / "keyed.json").write_text(json.dumps({"0-1": 0.5, "9-0": 0.2}))
     with pytest.raises(headsets.HeadSetError, match=r"keyed.json: entry '9-0' is out of range for 8 layers"):
-        headsets.read_any(tmp_path / "keyed.json", "toy", 8, 16, k=1)
+        read_any(tmp_path / "keyed.json", "toy", 8, 16, k=1)
     (tmp_path / "text.json").write_text(json.dumps({"0-1": "high"}))
     with pytest.raises(headsets.HeadSetError, match=r"entry '0-1': 'high' is not a per-head score"):
-        headsets.read_any(tmp_path / "text.json", "toy", 8, 16, k=1)
+        read_any(tmp_path / "text.json", "toy", 8, 16, k=1)
     with pytest.raises(headsets.HeadSetError, match=r"k = 200 is not an int in 1..128"):
-        headsets.read_any(FIXTURES / "scores_matrix.npy", "toy", 8, 16, k=200)
+        read_any(FIXTURES / "scores_matrix.npy", "toy", 8, 16, k=200)
     np.save(tmp_path / "flat.npy", np.zeros(128))
     with pytest.raises(headsets.HeadSetError, match=r"flat.npy: a score matrix must be layers x heads"):
-        headsets.read_any(tmp_path / "flat.npy", "toy", 8, 16, k=3)
+        read_any(tmp_path / "flat.npy", "toy", 8, 16, k=3)
     with pytest.raises(headsets.HeadSetError, match=r"scores_matrix.npy: made for 8 layers x 16 heads"):
-        headsets.read_any(FIXTURES / "scores_matrix.npy", "toy", 36, 32, k=3)
+        read_any(FIXTURES / "scores_matrix.npy", "toy", 36, 32, k=3)

@@ -12,6 +12,7 @@ import torch
 from helpers import sizes
 from helpers.engine import load_model
 from helpers.engine.top_key import AttentionRows, top_key_positions
+from helpers.measures.imported_head_sets import read_any
 from helpers.measures.methods import (
     CAUSAL_REFERENCES,
     FACTS,
@@ -20,7 +21,6 @@ from helpers.measures.methods import (
     REGION_METHODS,
     check_method,
     citation,
-    holm_family,
     rank_agreement,
 )
 from helpers.measures.methods.cached import method_items, method_score
@@ -43,8 +43,7 @@ from helpers.measures.methods.top1_hits import (
 )
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.measures.overlap import half_split_overlaps, split_halves
-from helpers.measures.stats import holm
-from helpers.measures.verdicts import BEATS, holm_floor, holm_random_sets, versus_random
+from helpers.measures.verdicts import holm_floor, holm_random_sets
 from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
@@ -286,34 +285,23 @@ def test_methods_validation_sentence_applies_the_rule_after_holm():
         [
             {"method": "gaze", **row, **cells},
             {"method": "ver", **row, **cells, "NCS S": 0.005, "CERS p Holm": 0.5},
-            {"method": "ablation", **row, **cells, "kind": "causal reference"},
             {"method": "ocr", "kind": "refused", "refused": "no entry"},
         ]
     )
     text = findings.methods_validation_sentence(table)
-    # the causal reference is its own Holm family: it neither joins nor widens the methods' (floor 2 / 61)
-    assert "NCS vs layer-matched (floor 0.033): gaze, ablation (p <= 0.05 with an effect below 0.01: ver)" in text
-    assert "CERS vs layer-matched (floor 0.033): gaze, ablation;" in text
+    assert "NCS vs layer-matched (floor 0.033): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
+    assert "CERS vs layer-matched (floor 0.033): gaze;" in text
     at_r20 = findings.methods_validation_sentence(table.assign(R=20))  # Holm across 2 at R = 20: floor .095
-    assert "NCS vs layer-matched (floor 0.095): ablation" in at_r20  # alone in its family: floor 1 / 21
+    assert "NCS vs layer-matched (floor 0.095): none" in at_r20
     assert "Refused on this model or these strips: ocr." in text
-
-
-def test_holm_runs_within_the_published_methods_so_their_floor_at_r_179_lies_below_alpha():
-    published = [name for name in METHODS if holm_family(name) == "published methods"]
-    assert len(published) == 7 and {holm_family(name) for name in CAUSAL_REFERENCES} == {"causal references"}
-    adjusted = holm(np.full(len(published), 1 / 180))  # every method at its rank p's floor at R = 179
-    assert adjusted == pytest.approx(7 / 180) and adjusted.max() < 0.05  # not at .05, where one more row flips it
-    assert versus_random(adjusted[0], 0.1, 179, len(published)).outcome == BEATS
 
 
 def test_holm_reach_sentence_names_the_floor_and_the_r_needed():
     stats = pd.DataFrame(
         {"method": ["gaze", "ver"] * 2, "measure": ["NCS"] * 4, "control": ["layer-matched"] * 2 + ["any-layer"] * 2}
     )
-    stats.insert(1, "Holm family", [holm_family(name) for name in stats["method"]])
     text = findings.holm_reach_sentence(stats, {"layer-matched": 20, "any-layer": 60}, holm_random_sets(2))
-    assert "NCS vs layer-matched 0.095 (2 published methods, R = 20); NCS vs any-layer 0.033 (2 published" in text
+    assert "NCS vs layer-matched 0.095 (2 methods, R = 20); NCS vs any-layer 0.033 (2 methods, R = 60)" in text
     assert "no method can pass under Holm there (NCS vs layer-matched)" in text and "from R = 39 random sets" in text
 
 
@@ -355,7 +343,7 @@ def test_a_method_head_set_keeps_its_provenance(tmp_path):
         tmp_path / "gaze.json", model="toy", setting="gaze", selection="flat top-2", mask=mask,
         scores=np.arange(128.0).reshape(8, 16), provenance=provenance,
     )  # fmt: skip
-    record = headsets.read_any(path, "toy", 8, 16)
+    record = read_any(path, "toy", 8, 16)
     assert {key: record[key] for key in provenance} == provenance and record["heads"] == [[2, 5], [2, 1]]
     fields = {"model": "toy", "setting": "x", "selection": "y", "mask": mask, "scores": mask}
     with pytest.raises(ValueError, match="not among"):

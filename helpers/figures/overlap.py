@@ -1,11 +1,9 @@
-"""Figures and tables of notebook 02: how much the 12 settings' head-sets agree."""
+"""Figures of notebook 02: how much the 12 settings' head-sets agree."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-
-from helpers.measures.overlap import one_factor_pairs
 
 
 def plot_overlap_matrix(matrix: pd.DataFrame, k: int) -> plt.Figure:
@@ -26,34 +24,6 @@ def plot_overlap_matrix(matrix: pd.DataFrame, k: int) -> plt.Figure:
     )
     ax.set_title(f"Top-{k} head overlap between the 12 discovery settings (colour: share of k)")
     return fig
-
-
-def factor_medians(matrix: pd.DataFrame, ceilings: pd.Series, k: int) -> pd.DataFrame:
-    """Table 1: median overlap when only the source, only the query or only the corpus changes, and the
-    range of the half-split agreement (two halves of the same data), as counts and as shares of k."""
-    pairs = one_factor_pairs(matrix)
-    rows = [
-        {
-            "comparison": f,
-            "pairs": int((pairs.factor == f).sum()),
-            "median overlap": float(pairs.overlap[pairs.factor == f].median()),
-            "min": int(pairs.overlap[pairs.factor == f].min()),
-            "max": int(pairs.overlap[pairs.factor == f].max()),
-        }
-        for f in ("source", "query", "corpus")
-    ]
-    rows.append(
-        {
-            "comparison": "half-split",
-            "pairs": len(ceilings),
-            "median overlap": float(ceilings.median()),
-            "min": float(ceilings.min()),
-            "max": float(ceilings.max()),
-        }
-    )
-    table = pd.DataFrame(rows)
-    table["median share of k"] = table["median overlap"] / k
-    return table
 
 
 def plot_top_k_curve(curve: pd.DataFrame, a: str, b: str) -> plt.Figure:

@@ -131,6 +131,34 @@ def ceiling_table(
     return pd.DataFrame(rows)
 
 
+def factor_medians(matrix: pd.DataFrame, ceilings: pd.Series, k: int) -> pd.DataFrame:
+    """Table 1: median overlap when only the source, only the query or only the corpus changes, and the
+    range of the half-split agreement (two halves of the same data), as counts and as shares of k."""
+    pairs = one_factor_pairs(matrix)
+    rows = [
+        {
+            "comparison": f,
+            "pairs": int((pairs.factor == f).sum()),
+            "median overlap": float(pairs.overlap[pairs.factor == f].median()),
+            "min": int(pairs.overlap[pairs.factor == f].min()),
+            "max": int(pairs.overlap[pairs.factor == f].max()),
+        }
+        for f in ("source", "query", "corpus")
+    ]
+    rows.append(
+        {
+            "comparison": "half-split",
+            "pairs": len(ceilings),
+            "median overlap": float(ceilings.median()),
+            "min": float(ceilings.min()),
+            "max": float(ceilings.max()),
+        }
+    )
+    table = pd.DataFrame(rows)
+    table["median share of k"] = table["median overlap"] / k
+    return table
+
+
 def top_k_curve(scores_a: np.ndarray, scores_b: np.ndarray, ks: list[int]) -> pd.DataFrame:
     """Figure 6: shared and unique heads of two rankings as k grows."""
     rows = []

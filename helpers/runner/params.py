@@ -400,8 +400,8 @@ def declared_parameters(notebook: str) -> dict:
 
 def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> None:
     """Every head-set file in `heads` (setting names are 01_discovery's files, checked when read) reads as a
-    head-set of this model's layers x heads: schema, ranges, import_k (helpers.storage.headsets.read_any)."""
-    from helpers.storage import headsets
+    head-set of this model's layers x heads: schema, ranges, import_k (imported_head_sets.read_any)."""
+    from helpers.measures.imported_head_sets import read_any
 
     for entry in checked.get("heads") or []:
         if entry in SETTINGS:
@@ -410,7 +410,7 @@ def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> Non
         if not path.is_file():
             _fail("heads", entry, f"{path} is not a file; give head-set files (json, npy, csv) or setting names")
         try:
-            headsets.read_any(path, model, layers, heads, checked.get("import_k"))
+            read_any(path, model, layers, heads, checked.get("import_k"))
         except ValueError as error:
             _fail("heads", entry, str(error))
 

@@ -15,17 +15,7 @@ import pandas as pd
 from IPython.display import display
 
 from helpers.figures.writers import save_figure, save_table, unsigned_zeros
-from helpers.storage.paths import REFERENCE
-
-
-def reference(name: str) -> pd.DataFrame:
-    """The paper's published values of one table (hand-entered from the paper's text)."""
-    path = REFERENCE / f"{name}.csv"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no reference table {path}; available: {sorted(p.stem for p in REFERENCE.glob('*.csv'))}"
-        )
-    return pd.read_csv(path)
+from helpers.storage.reference import reference
 
 
 def table(

@@ -249,7 +249,7 @@ STEPS = {
             "protocol_random_sets_0": "figure",
             "protocol_damage": "table",
             "protocol_rows": "table",
-            "INDEX": "markdown",  # the artefact index (helpers/studies/artefacts.py); the runner rewrites it last
+            "INDEX": "markdown",  # the artefact index (helpers/runner/artefacts.py); the runner rewrites it last
         },
         forwards=_protocol,
     ),

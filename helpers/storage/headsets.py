@@ -2,21 +2,12 @@
 
 A file holds `{"model", "setting", "selection", "k", "n_layers", "n_heads", "heads": [[layer, head], ...],
 "scores": [...]}`; heads are listed best first. `load` reads the files 01_discovery writes (for 03-05);
-`read_any` reads any head-set a user brings (07_protocol): the format is the JSON schema
-`headset.schema.json` beside this module (`setting` optional, the file's stem by default), `validate_record`
-checks a record against it and against the model in use, and every error names the file, the entry and
-the fix.
-
-Importers turn what other tools publish into this format (`read_any` picks one by the file's form):
-
-- a plain JSON list of `[layer, head]` pairs;
-- a layers x heads score matrix (`.npy`, or `.csv` of L rows and H columns) with a `k`: its flat top-k;
-- per-head scores keyed `"L-H"` or `"L.H"` (a JSON object, the form public visual-head repositories
-  publish) with a `k`: the k best-scored heads.
+the format is the JSON schema `headset.schema.json` beside this module (`setting` optional, the file's stem by
+default), `validate_record` checks a record against it and against the model in use, and every error names the
+file, the entry and the fix. Head-sets a user brings in other forms: helpers.measures.imported_head_sets.
 """
 
 import json
-import re
 from functools import cache
 from pathlib import Path
 
@@ -24,11 +15,9 @@ import numpy as np
 import pandas as pd
 from jsonschema import Draft202012Validator
 
-from helpers.measures.overlap import top_k
 from helpers.storage.files import atomic_write
 
 SCHEMA_PATH = Path(__file__).with_name("headset.schema.json")
-KEYED_HEAD = re.compile(r"^\s*(\d+)\s*[-.]\s*(\d+)\s*$")  # "12-5" or "12.5": layer, head
 
 
 class HeadSetError(ValueError):
@@ -161,7 +150,7 @@ def validate_record(record, path: Path, n_layers: int | None = None, n_heads: in
         raise HeadSetError(
             f"{path}: a head-set file is a JSON object, not a {type(record).__name__}; fix: wrap the heads as "
             '{"model": ..., "n_layers": ..., "n_heads": ..., "heads": [[layer, head], ...]} or import it '
-            "with helpers.storage.headsets.read_any"
+            "with helpers.measures.imported_head_sets.read_any"
         )
     errors = sorted(Draft202012Validator(schema()).iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
@@ -272,81 +261,4 @@ def from_mask(mask: np.ndarray, model: str, setting: str, selection: str, scores
     }
     if scores is not None:
         record["scores"] = [round(float(scores[l, h]), 6) for l, h in heads]
-    return record
-
-
-def from_pairs(pairs, path: Path, model: str, n_layers: int, n_heads: int) -> dict:
-    """A plain list of [layer, head] pairs -> a validated head-set record for the model's L x H."""
-    record = {"model": model, "setting": Path(path).stem, "selection": f"imported list ({Path(path).name})"}
-    record.update(n_layers=n_layers, n_heads=n_heads, heads=pairs, k=len(pairs) if isinstance(pairs, list) else 0)
-    validate_record(record, path, n_layers, n_heads)
-    return record
-
-
-def from_matrix(scores: np.ndarray, path: Path, model: str, k: int | None) -> dict:
-    """A layers x heads score matrix -> its flat top-k as a head-set record (the matrix gives L x H)."""
-    scores = np.asarray(scores, dtype=float)
-    if scores.ndim != 2:
-        raise HeadSetError(f"{path}: a score matrix must be layers x heads (2-D), got shape {scores.shape}")
-    if np.isnan(scores).any():
-        raise HeadSetError(f"{path}: the score matrix holds NaN; fix: give every head a score")
-    k = _check_import_k(k, path, scores.size)
-    return from_mask(top_k(scores, k), model, Path(path).stem, f"flat top-{k} of an imported score matrix", scores)
-
-
-def from_keyed_scores(keyed: dict, path: Path, model: str, n_layers: int, n_heads: int, k: int | None) -> dict:
-    """Per-head scores keyed "L-H" or "L.H" -> the k best-scored heads as a head-set record (heads not
-    listed have no score and are never chosen)."""
-    scores = np.full((n_layers, n_heads), -np.inf)
-    for key, value in keyed.items():
-        match = KEYED_HEAD.match(str(key))
-        if match is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise HeadSetError(
-                f"{path}: entry {key!r}: {value!r} is not a per-head score; fix: key every head as "
-                '"layer-head" or "layer.head" with a number, e.g. {"12-5": 0.31}'
-            )
-        layer, head = int(match[1]), int(match[2])
-        if layer >= n_layers or head >= n_heads:
-            raise HeadSetError(
-                f"{path}: entry {key!r} is out of range for {n_layers} layers x {n_heads} heads; "
-                "fix: use the scores of this model"
-            )
-        scores[layer, head] = float(value)
-    k = _check_import_k(k, path, len(keyed))
-    return from_mask(top_k(scores, k), model, Path(path).stem, f"top-{k} of imported per-head scores", scores)
-
-
-def _check_import_k(k, path: Path, available: int) -> int:
-    if k is None:
-        raise HeadSetError(f"{path}: scores need a k (how many heads to take); fix: pass k (--k N)")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= available:
-        raise HeadSetError(f"{path}: k = {k!r} is not an int in 1..{available} (the scored heads); fix: pass such a k")
-    return k
-
-
-def read_any(path: Path, model: str, n_layers: int, n_heads: int, k: int | None = None) -> dict:
-    """Any supported head-set form -> a validated record with its `mask` [L, H]: a head-set file, a JSON
-    list of [layer, head], per-head scores keyed "L-H" / "L.H" (JSON), or a score matrix (.npy / .csv).
-    `k` is needed for scores; `model`, `n_layers`, `n_heads` describe the model in use."""
-    path = Path(path)
-    if not path.is_file():
-        raise HeadSetError(f"{path}: no such file; fix: give the path of a head-set file or a discovery setting name")
-    if path.suffix == ".npy":
-        record = from_matrix(np.load(path, allow_pickle=False), path, model, k)
-    elif path.suffix == ".csv":
-        record = from_matrix(np.loadtxt(path, delimiter=",", ndmin=2), path, model, k)
-    else:
-        try:
-            raw = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise HeadSetError(f"{path}: not valid JSON ({error}); fix: write the file as JSON") from None
-        if isinstance(raw, list):
-            record = from_pairs(raw, path, model, n_layers, n_heads)
-        elif isinstance(raw, dict) and "heads" not in raw and raw and all(KEYED_HEAD.match(str(key)) for key in raw):
-            record = from_keyed_scores(raw, path, model, n_layers, n_heads, k)
-        else:
-            record = raw
-    validate_record(record, path, n_layers, n_heads)
-    record.setdefault("setting", path.stem)
-    record["mask"] = to_mask(record["heads"], record["n_layers"], record["n_heads"])
     return record

@@ -32,7 +32,7 @@ from helpers.measures.verdicts import (
     p_at_least,
     paired_difference,
 )
-from helpers.runner.report import reference
+from helpers.storage.reference import reference
 
 # A claim holds, fails, or cannot be tested at this run's sizes (None).
 VERDICTS = {True: "yes", False: "no", None: "not testable here (see detail)"}

@@ -14,12 +14,19 @@ import pandas as pd
 
 from helpers import sizes
 from helpers.engine.loading import LoadedModel
-from helpers.figures.overlap import factor_medians
 from helpers.measures.baselines import audit
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
 from helpers.measures.necessity import drop, ncs
-from helpers.measures.overlap import half_split_overlaps, overlap, overlap_matrix, random_overlaps, split_halves, top_k
+from helpers.measures.overlap import (
+    factor_medians,
+    half_split_overlaps,
+    overlap,
+    overlap_matrix,
+    random_overlaps,
+    split_halves,
+    top_k,
+)
 from helpers.measures.stats import against_random, paired_t
 from helpers.measures.steering import cers
 from helpers.measures.verdicts import AUDIT_RANGES

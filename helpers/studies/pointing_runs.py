@@ -8,12 +8,12 @@ import numpy as np
 
 from helpers import sizes
 from helpers.engine.loading import LoadedModel
-from helpers.engine.mcq import letter_probs, prob_correct
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
+from helpers.measures.pointing_audit import audit_items, audit_summary
 from helpers.measures.set_chunks import head_sets_key
 from helpers.measures.steering import cers, distractor_cells, steer_items
-from helpers.stimuli.pointing import EXPECTED, Task, audit_task, task_items
+from helpers.stimuli.pointing import Task, task_items
 from helpers.stimuli.prepared import model_identity
 from helpers.storage.cache import ResultCache, computation_key
 
@@ -26,24 +26,6 @@ def _key(lm: LoadedModel, task: Task, seed: int, **params) -> dict:
         params={"seed": seed, **params},
         code_module=__name__,
     )
-
-
-def audit_items(model, processor, task: Task, seed: int, start: int, stop: int) -> dict[str, np.ndarray]:
-    """Items start..stop-1 of `task`, without intervention: P(correct) on the plain grid and every leak-audit
-    stimulus ({variant: [n]}) and whether the plain grid's most probable letter is the correct one ("plain hit")."""
-    out = {}
-    for variant in ("plain", *EXPECTED):
-        items = task_items(task, stop, seed, variant, start)
-        probs = letter_probs(model, processor, items)  # [n, 4]
-        out[variant] = prob_correct(probs, items).numpy()
-        if variant == "plain":
-            out["plain hit"] = probs.argmax(1).numpy() == np.array([item.correct for item in items])
-    return out
-
-
-def audit_summary(clean: dict[str, np.ndarray]) -> dict:
-    """A task's leak-audit row (audit_task) and its plain accuracy, from audit_items' per-item values."""
-    return {**audit_task(clean), "plain accuracy": float(clean["plain hit"].mean())}
 
 
 def task_audit_run(lm: LoadedModel, task: Task, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:

@@ -15,9 +15,9 @@ import torch
 
 from helpers.engine.inputs import build_batch
 from helpers.engine.mcq import letter_probs, prob_correct
+from helpers.measures.pointing_audit import audit_items, audit_summary
 from helpers.stimuli import pointing
 from helpers.stimuli.corpora import Item, SyntheticCorpus
-from helpers.studies.pointing_runs import audit_items, audit_summary
 from helpers.toy.tasks import build_task_items
 
 EVAL_SEED = 777  # training draws its items from seeds >= 10_000

@@ -1,12 +1,13 @@
-"""The head-sets of a report card: files of any form helpers/storage/headsets.py reads, or discovery setting names."""
+"""The head-sets of a report card: files of any form helpers/measures/imported_head_sets.py reads, or discovery
+setting names."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from helpers.measures.imported_head_sets import read_any
 from helpers.stimuli.design import SETTINGS
-from helpers.storage import headsets
 
 
 @dataclass
@@ -30,14 +31,14 @@ class HeadSet:
 
 
 def resolve_head_sets(entries, data_dir: Path, model: str, n_layers: int, n_heads: int, k=None) -> list[HeadSet]:
-    """Head-set files (any form headsets.read_any takes) or discovery setting names (read from
+    """Head-set files (any form read_any takes) or discovery setting names (read from
     `data_dir/headsets/`) -> HeadSets checked against the model's L x H."""
     out = []
     for entry in entries:
         path = Path(data_dir) / "headsets" / f"{entry}.json" if entry in SETTINGS else Path(entry)
         if entry in SETTINGS and not path.exists():
             raise FileNotFoundError(f"no head-set file {path} for setting {entry!r}: run 01_discovery first")
-        record = headsets.read_any(path, model, n_layers, n_heads, k)
+        record = read_any(path, model, n_layers, n_heads, k)
         setting = record.get("setting")
         name = setting if setting in SETTINGS and path.stem == setting else path.stem
         out.append(HeadSet(name=name, path=path, record=record))

@@ -317,7 +317,7 @@ def index_markdown(out_dir: Path) -> tuple[str, dict[str, int]]:
         "",
         f"{len(found)} artefacts: {tally[FULL]} full, {tally[PARTIAL]} partial, {tally[NOT]} not regenerated; "
         f"{tally['with files missing']} with files missing from this folder. "
-        "Made by helpers/studies/artefacts.py (the registry); a status says what the notebooks build, "
+        "Made by helpers/runner/artefacts.py (the registry); a status says what the notebooks build, "
         "a row naming missing files says this run did not write them.",
         "",
         "| Paper | Gist | Files | Notebook | Status |",
