@@ -21,6 +21,7 @@ from helpers.measures.methods import (
     REGION_METHODS,
     check_method,
     citation,
+    holm_family,
     rank_agreement,
 )
 from helpers.measures.methods.cached import method_items, method_score
@@ -43,7 +44,8 @@ from helpers.measures.methods.top1_hits import (
 )
 from helpers.measures.methods.ver import ver_ratio, ver_score
 from helpers.measures.overlap import half_split_overlaps, split_halves
-from helpers.measures.verdicts import holm_floor, holm_random_sets
+from helpers.measures.stats import holm
+from helpers.measures.verdicts import BEATS, holm_floor, holm_random_sets, versus_random
 from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
@@ -285,23 +287,34 @@ def test_methods_validation_sentence_applies_the_rule_after_holm():
         [
             {"method": "gaze", **row, **cells},
             {"method": "ver", **row, **cells, "NCS S": 0.005, "CERS p Holm": 0.5},
+            {"method": "ablation", **row, **cells, "kind": "causal reference"},
             {"method": "ocr", "kind": "refused", "refused": "no entry"},
         ]
     )
     text = findings.methods_validation_sentence(table)
-    assert "NCS vs layer-matched (floor 0.033): gaze (p <= 0.05 with an effect below 0.01: ver)" in text
-    assert "CERS vs layer-matched (floor 0.033): gaze;" in text
+    # the causal reference is its own Holm family: it neither joins nor widens the methods' (floor 2 / 61)
+    assert "NCS vs layer-matched (floor 0.033): gaze, ablation (p <= 0.05 with an effect below 0.01: ver)" in text
+    assert "CERS vs layer-matched (floor 0.033): gaze, ablation;" in text
     at_r20 = findings.methods_validation_sentence(table.assign(R=20))  # Holm across 2 at R = 20: floor .095
-    assert "NCS vs layer-matched (floor 0.095): none" in at_r20
+    assert "NCS vs layer-matched (floor 0.095): ablation" in at_r20  # alone in its family: floor 1 / 21
     assert "Refused on this model or these strips: ocr." in text
+
+
+def test_holm_runs_within_the_published_methods_so_their_floor_at_r_179_lies_below_alpha():
+    published = [name for name in METHODS if holm_family(name) == "published methods"]
+    assert len(published) == 7 and {holm_family(name) for name in CAUSAL_REFERENCES} == {"causal references"}
+    adjusted = holm(np.full(len(published), 1 / 180))  # every method at its rank p's floor at R = 179
+    assert adjusted == pytest.approx(7 / 180) and adjusted.max() < 0.05  # not at .05, where one more row flips it
+    assert versus_random(adjusted[0], 0.1, 179, len(published)).outcome == BEATS
 
 
 def test_holm_reach_sentence_names_the_floor_and_the_r_needed():
     stats = pd.DataFrame(
         {"method": ["gaze", "ver"] * 2, "measure": ["NCS"] * 4, "control": ["layer-matched"] * 2 + ["any-layer"] * 2}
     )
+    stats.insert(1, "Holm family", [holm_family(name) for name in stats["method"]])
     text = findings.holm_reach_sentence(stats, {"layer-matched": 20, "any-layer": 60}, holm_random_sets(2))
-    assert "NCS vs layer-matched 0.095 (2 methods, R = 20); NCS vs any-layer 0.033 (2 methods, R = 60)" in text
+    assert "NCS vs layer-matched 0.095 (2 published methods, R = 20); NCS vs any-layer 0.033 (2 published" in text
     assert "no method can pass under Holm there (NCS vs layer-matched)" in text and "from R = 39 random sets" in text
 
 
