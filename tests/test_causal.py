@@ -58,7 +58,8 @@ def test_hiding_the_image_from_every_head_makes_the_matched_answer_a_guess(lm, s
     scores = necessity.ncs(run).mean(0)  # [3]
     assert scores[0] == pytest.approx(0.0, abs=1e-5)
     assert scores[1] > 0.5  # clean ~1.00, masked ~0.28
-    assert np.abs(necessity.drop(run, "mismatched")[:, 1]).max() < 0.05  # the image never helped there
+    mismatched = necessity.drop(run, "mismatched")[:, 1]  # the image never helped there: P moves about chance
+    assert abs(mismatched.mean()) < 0.02 and np.abs(mismatched).max() < 0.1
     masked = np.take_along_axis(run["matched_p_masked"][:, 1], run["matched_correct"][:, None], 1)
     assert masked.max() < 0.45
 

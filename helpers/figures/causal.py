@@ -4,18 +4,24 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers.measures.stats import holm
-from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, WITHIN, outcomes
+from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, WITHIN, two_readings
 
 # The colour of each outcome of verdicts.versus_random, in every figure that colours a verdict.
 VERDICT_COLOURS = {BEATS: "#d62728", WITHIN: "#1f77b4", NOT_INTERPRETABLE: "#9e9e9e"}
+# A set against its own random sets, in the words of the paper's Figure 3 ("outside the random band").
+PER_SET_WORDS = {
+    BEATS: "beats its random sets (unadjusted)",
+    WITHIN: "within its random sets",
+    NOT_INTERPRETABLE: "not interpretable",
+}
 
 
 def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame | None = None) -> plt.Figure:
     """Figure 3 (one panel): each setting's discovered set S (dot, with its 95% interval) against the
-    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. Each dot is
-    coloured by the outcome of verdicts.judge on the rank p Holm-adjusted across the panel's settings (the same
-    rule in every panel): beats random, within random, not interpretable (VERDICT_COLOURS).
+    mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. Read as the paper
+    reads it (verdicts.two_readings): each dot coloured by its set against its own random sets (unadjusted rank p,
+    VERDICT_COLOURS), ringed where it also survives Holm across the panel's settings, and a note on the family-wise
+    reading's floor at this R.
 
     table: one row per setting with columns setting, S, S low, S high, random mean, random sd, random min,
     random max, R, p."""
@@ -41,7 +47,7 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
             lw=1,
             label="any-layer random: mean ± SD",
         )
-    calls = outcomes(table.assign(**{"p Holm": holm(table["p"].to_numpy())}), "p Holm", len(table))
+    readings = two_readings(table)
     ax.errorbar(
         x,
         table["S"],
@@ -51,10 +57,21 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
         lw=1,
     )
     for outcome, colour in VERDICT_COLOURS.items():
-        shown = np.array([c == outcome for c in calls])
+        shown = np.array([c.outcome == outcome for c in readings.per_set])
         if shown.any():
-            label = f"discovered S (95% CI): {outcome}, Holm across the {len(table)} settings"
+            label = f"discovered S (95% CI): {PER_SET_WORDS[outcome]}"
+            if outcome == NOT_INTERPRETABLE:
+                reasons = dict.fromkeys(c.reason for c in readings.per_set if c.outcome == outcome)
+                label += f" ({'; '.join(reasons)})"
             ax.scatter(x[shown], table["S"][shown], c=colour, zorder=3, s=28, label=label)
+    held = np.array([c.outcome == BEATS for c in readings.family])
+    if held.any():
+        label = f"also beats them after Holm across the {len(table)} settings"
+        ax.scatter(
+            x[held], table["S"][held], facecolors="none", edgecolors="black", lw=1.4, s=90, zorder=4, label=label
+        )
+    ax.annotate(readings.note(), (0.01, 0.98),
+                xycoords="axes fraction", va="top", fontsize=7, color="#444444")  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, table["setting"], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel(score)

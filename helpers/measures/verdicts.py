@@ -30,6 +30,7 @@ from helpers.sizes import CONTROL_SCHEMES
 
 PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN = "pass", "fail", "not interpretable", "not run"
 ALPHA = 0.05
+R_FAMILY_WISE = 250  # the R of the paper's family-wise claim (Table 10): Holm across 12 can reach 12 / 251 = .048
 AUDIT_RANGES = {"oracle": (0.85, 1.0), "blank": (0.15, 0.35), "matched": (0.85, 1.0), "mismatched": (0.15, 0.35)}
 AUDIT_EXPECTED = {"oracle": "~1", "blank": "~0.25", "matched": "~1", "mismatched": "~0.25"}
 CEILING_SHARE = 0.8
@@ -350,3 +351,41 @@ def scheme_verdicts(table: pd.DataFrame, check: str = "NCS") -> pd.DataFrame:
     ]
     table["significant"] = [significant(row) for row in table.to_dict("records")]
     return table
+
+
+# ------------------------------------------------------------------ the paper's two readings of a table of sets
+
+
+@dataclass(frozen=True)
+class Readings:
+    """A table of head-sets, each against its own random sets, read the two ways the paper reads it."""
+
+    per_set: list[Call]  # each set's rank p among its own random sets (floor 1 / (R + 1)): Table 3, Figure 3
+    family: list[Call]  # the rank p's Holm-adjusted across the table's sets: Table 10's claim at R = 250
+    n_random: int  # the fewest distinct random sets of any row
+    holm_floor: float  # the smallest Holm-adjusted p any set of the table can get at that R
+
+    def note(self) -> str:
+        return family_note(len(self.per_set), self.n_random, self.holm_floor)
+
+
+def two_readings(table: pd.DataFrame, p_column: str = "p") -> Readings:
+    """`judge` on every row of `table` (S, random mean, R or distinct, `p_column`, where present random min / max):
+    per set on its unadjusted rank p, and family-wise on the rank p's Holm-adjusted across the rows."""
+    rows = table.to_dict("records")
+    adjusted = holm(table[p_column].to_numpy())
+    per_set = [judge(row, p_column) for row in rows]
+    family = [judge({**row, "p Holm": p}, "p Holm", len(rows)) for row, p in zip(rows, adjusted)]
+    n_random = int(table["distinct"].min()) if "distinct" in table else int(table["R"].min())
+    return Readings(per_set, family, n_random, holm_floor(n_random, len(rows)))
+
+
+def family_note(n_sets: int, n_random: int, floor: float) -> str:
+    """The family-wise reading's reach at this R: which Holm p's are possible and where the paper makes that claim."""
+    note = f"Holm across the {n_sets} settings at R = {n_random}: smallest possible p {floor:.3f}"
+    if floor > ALPHA:
+        return (
+            note
+            + f" > {ALPHA:g}, no set can survive it (the paper's family-wise claim is Table 10, R = {R_FAMILY_WISE})"
+        )
+    return note

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.methods import holm_family
-from helpers.measures.stats import holm
 from helpers.measures.verdicts import (
     ALPHA,
     BEATS,
@@ -22,6 +21,7 @@ from helpers.measures.verdicts import (
     exceeds,
     holm_floor,
     judge,
+    two_readings,
     versus_random,
 )
 
@@ -41,30 +41,27 @@ def _calls(table: pd.DataFrame, p, s_column: str, n_tests: int = 1) -> list:
 def versus_random_sentence(
     table: pd.DataFrame, measure: str, name_column: str = "setting", s_column: str = "S", holm_rows: bool = True
 ) -> str:
-    """Which rows' S beats its random sets (columns `s_column`, random mean, p, R, random min / max): unadjusted
-    and, where `holm_rows`, Holm-adjusted across the rows (verdicts.judge); rows at p <= ALPHA with an effect
-    below MIN_EFFECT, and rows that are not interpretable, named."""
+    """Which rows' S beats its random sets (columns `s_column`, random mean, p, R, random min / max), in the paper's
+    two readings (verdicts.two_readings): each set against its own random sets (unadjusted rank p; rows at
+    p <= ALPHA with an effect below MIN_EFFECT, and rows that are not interpretable, named) and, where
+    `holm_rows`, family-wise (Holm across the rows), with the smallest Holm p this R allows."""
     names = table[name_column].astype(str).tolist()
-    raw = _calls(table, table["p"], s_column)
+    readings = two_readings(table.rename(columns={s_column: "S"}))
+    raw = readings.per_set
     beats = [n for n, c in zip(names, raw) if c.outcome == BEATS]
     below = [n for n, c in zip(names, raw) if c.reason == EFFECT_BELOW]
     unread = [n for n, c in zip(names, raw) if c.outcome == NOT_INTERPRETABLE]
     text = (
-        f"This run: {len(beats)} of {len(table)} {measure} rows beat their random sets (rank p <= {ALPHA:g} and "
-        f"S - random mean >= {MIN_EFFECT:g}): {_names(beats)}."
+        f"This run, each set against its own random sets: {len(beats)} of {len(table)} {measure} rows beat them "
+        f"(rank p <= {ALPHA:g} and S - random mean >= {MIN_EFFECT:g}, unadjusted): {_names(beats)}."
     )
     if below:
         text += f" {len(below)} more reach p <= {ALPHA:g} with an effect below {MIN_EFFECT:g}: {_names(below)}."
     if unread:
         text += f" Not interpretable ({_reasons(raw)}): {_names(unread)}."
     if holm_rows:
-        adjusted = _calls(table, holm(table["p"].to_numpy()), s_column, len(table))
-        held = [n for n, c in zip(names, adjusted) if c.outcome == BEATS]
-        floor = min(1.0, len(table) / (table["R"].max() + 1))
-        text += f" After Holm across the {len(table)} rows (smallest possible {floor:.3f}): {_names(held)}"
-        if all(c.outcome == NOT_INTERPRETABLE for c in adjusted):
-            text += f", none interpretable ({_reasons(adjusted)})"
-        text += "."
+        held = [n for n, c in zip(names, readings.family) if c.outcome == BEATS]
+        text += f" Family-wise ({readings.note()}): {_names(held)}."
     return text
 
 
@@ -288,18 +285,30 @@ def _attainable_share(best: float, attainable: float) -> str:
 
 def rank_p_sentence(table: pd.DataFrame) -> str:
     """Table 9: per measure, which settings beat layer-matched (A) and layer- and attention-matched (B) random
-    sets (versus_random, unadjusted), and the settings whose call changes from A to B."""
+    sets, each set against its own random sets (versus_random, unadjusted), the settings whose call changes from A
+    to B, and the family-wise reading (verdicts.two_readings: Holm across the settings)."""
     names = table["setting"].tolist()
-    parts = []
+    parts, family = [], []
     for measure in ("CERS", "NCS"):
         a = _beats(names, table[f"{measure} p A"], table[f"{measure} S"], table[f"{measure} random A"], table.R)
         b = _beats(names, table[f"{measure} p B"], table[f"{measure} S"], table[f"{measure} random B"], table.R)
         changed = sorted(set(a) ^ set(b), key=names.index)
         parts.append(f"{measure}: A {len(a)} of {len(names)} ({_names(a)}), B {len(b)} ({_names(b)}), "
                      f"call changed from A to B: {_names(changed)}")  # fmt: skip
+        for control in ("A", "B"):
+            columns = {
+                f"{measure} S": "S",
+                f"{measure} random {control}": "random mean",
+                f"{measure} p {control}": "p",
+            }
+            readings = two_readings(table[[*columns, "setting", "R"]].rename(columns=columns))
+            held = [n for n, c in zip(names, readings.family) if c.outcome == BEATS]
+            family.append(f"{measure} {control} {_names(held)}")
     return (
-        f"This run ({RULE}, R = {int(table['R'].max())}), settings that beat their random sets: "
+        f"This run ({RULE}, R = {int(table['R'].max())}), each set against its own random sets: "
         + "; ".join(parts)
+        + f". Family-wise ({readings.note()}): "
+        + ", ".join(family)
         + "."
     )
 
