@@ -108,6 +108,8 @@ print(claims.sentences(P.out_dir, ("no steering advantage", "random sets span S"
 
 # %% [markdown]
 # ## Figure 3 (CERS panel): discovered sets against their random bands
+# Coloured as in 04's NCS panel: each set against its own random sets (unadjusted rank p), a black ring where it
+# also survives Holm across the 12 settings.
 
 # %%
 any_table = pd.DataFrame({"random mean": table3["any-layer mean"], "random sd": table3["any-layer sd"]})
