@@ -8,9 +8,8 @@ import pytest
 import torch
 
 import helpers.storage.cache as cache_module
-from helpers.measures import discovery, head_mass, necessity, steering
+from helpers.measures import clean_run, discovery, head_mass, necessity, steering
 from helpers.measures.methods import cached as methods
-from helpers.stimuli import prepared as items
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.storage.cache import ResultCache, cache_key
 from helpers.storage.code_hash import _decides_results, _project_imports, code_version, project_root
@@ -86,7 +85,7 @@ HEAD_SETS = np.zeros((2, 2, 2), dtype=bool)
 TASK = SYNTHETIC["counting"]
 # Every cached computation, by the name of its entries: a call of its run on a model `lm` and a cache.
 CACHED_COMPUTATIONS = {
-    "clean": lambda lm, cache: items.clean_run(lm, "grid", "co", 4, 0, cache),
+    "clean": lambda lm, cache: clean_run.clean_run(lm, "grid", "co", 4, 0, cache),
     "necessity": lambda lm, cache: necessity.necessity_run(lm, "co", 4, 0, HEAD_SETS, "all", cache),
     "steering": lambda lm, cache: steering.steering_run(lm, "co", 4, 0, HEAD_SETS, 1.0, "all", cache),
     "discovery": lambda lm, cache: discovery.discover(lm, "co", "ord", 4, 0, cache),

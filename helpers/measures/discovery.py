@@ -22,9 +22,10 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import greedy_answers
+from helpers.measures.cache_keys import corpus_key, model_identity
 from helpers.stimuli.corpora import Item
 from helpers.stimuli.design import CORPORA, QUERIES, SETTINGS, parse_setting
-from helpers.stimuli.prepared import corpus_key, items_of, model_identity
+from helpers.stimuli.prepared import items_of
 from helpers.storage.cache import ResultCache, computation_key
 
 ROW_AGGREGATES = ("mean", "max")

@@ -18,17 +18,11 @@ import numpy as np
 import torch
 
 from helpers.engine.interventions import letter_probs_under
+from helpers.measures.cache_keys import corpus_key, model_identity
+from helpers.measures.clean_run import clean_probs, clean_run
 from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
 from helpers.stimuli.corpora import LETTERS, Item
-from helpers.stimuli.prepared import (
-    clean_probs,
-    clean_run,
-    corpus_key,
-    item_batch,
-    items_of,
-    model_identity,
-    remember_items,
-)
+from helpers.stimuli.prepared import item_batch, items_of, remember_items
 from helpers.storage.cache import ResultCache, computation_key
 
 

@@ -3,22 +3,16 @@
 - `items_of`: the rendered items of one kind, corpus, size and seed (each image drawn once per process,
   not once per chunk and run);
 - `item_batch`: the one-item processor batch of an item (tokenised and image-processed once);
-- `clean_run`: the items' clean letter probabilities, cached on disk without the head-sets, so the
-  S-against-random runs of every table share one clean forward per item.
+- `corpus_of`: a corpus, loaded once.
 """
 
 import functools
 
-import numpy as np
 import torch
 
 from helpers.engine.head_sets import on_device, remember_item
 from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.loading import processor_fingerprint
-from helpers.engine.mcq import letter_probs
-from helpers.engine.model_files import model_fingerprint
-from helpers.stimuli.corpora import Item, build_items, corpus_identity, load_corpus
-from helpers.storage.cache import ResultCache, computation_key
+from helpers.stimuli.corpora import Item, build_items, load_corpus
 
 BATCH_MEMORY = 2**30  # bytes of tensors the batch memo may hold (the toy's 400 batches take ~10 MiB)
 
@@ -29,22 +23,6 @@ _batches: dict[int, tuple[Item, object, Batch]] = {}  # id(item) -> (item, proce
 def corpus_of(corpus: str):
     """load_corpus(corpus), once per process (an image folder is scanned and checked once)."""
     return load_corpus(corpus)
-
-
-def corpus_key(corpus: str) -> str:
-    """What a cache key records of the corpus named `corpus` (its name, or an image corpus's content)."""
-    return corpus_identity(corpus_of(corpus))
-
-
-def model_identity(lm) -> dict[str, str]:
-    """What a cache key records of the model `lm` runs: computation_key's model_fingerprint, processor_fingerprint,
-    dtype and device_kind."""
-    return {
-        "model_fingerprint": model_fingerprint(lm),
-        "processor_fingerprint": processor_fingerprint(lm),
-        "dtype": str(lm.model.dtype),
-        "device_kind": lm.model.device.type,
-    }
 
 
 @functools.lru_cache(maxsize=32)
@@ -73,24 +51,3 @@ def remember_items(lm, items: list[Item]) -> None:
     workers forked afterwards find both in memory."""
     for item in items:
         remember_item(lm, on_device(lm, item_batch(lm.processor, item).inputs))
-
-
-@torch.no_grad()
-def clean_probs(lm, items: list[Item]) -> np.ndarray:
-    """[N, 4] P(A..D) of each item without intervention, one item per forward (as the runs see it)."""
-    return torch.stack([letter_probs(lm.model, lm.processor, item_batch(lm.processor, i))[0] for i in items]).numpy()
-
-
-def clean_run(lm, kind: str, corpus: str, n_items: int, seed: int, cache: ResultCache, chunk: int = 10) -> np.ndarray:
-    """[N, 4] clean_probs of the first `n_items` items of `kind`, cached per chunk (keyed without head-sets)."""
-    key = computation_key(
-        **model_identity(lm),
-        corpus=corpus_key(corpus),
-        params={"kind": kind, "seed": seed},
-        code_module=__name__,
-    )
-
-    def compute(start: int, stop: int) -> dict:
-        return {"p_clean": clean_probs(lm, items_of(kind, corpus, n_items, seed)[start:stop])}
-
-    return cache.cached_chunks("clean", key, n_items, chunk, compute)["p_clean"]

@@ -8,13 +8,13 @@ import numpy as np
 
 from helpers import sizes
 from helpers.engine.loading import LoadedModel
+from helpers.measures.cache_keys import model_identity
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
 from helpers.measures.pointing_audit import audit_items, audit_summary
 from helpers.measures.set_chunks import head_sets_key
 from helpers.measures.steering import cers, distractor_cells, steer_items
 from helpers.stimuli.pointing import Task, task_items
-from helpers.stimuli.prepared import model_identity
 from helpers.storage.cache import ResultCache, computation_key
 
 
