@@ -5,6 +5,7 @@ import math
 import pandas as pd
 
 from helpers.measures import verdicts as v
+from helpers.measures.printed import printed
 from helpers.measures.stats import holm
 from helpers.studies import claims
 
@@ -196,6 +197,18 @@ def test_sibling_toys_of_one_curriculum_are_reported_per_family_and_not_counted_
     second = table.assign(model=[*models[:5], "Qwen/Qwen3-VL-4B-Instruct"])
     both = pd.concat([table, second.tail(1)])
     assert claims._replicates(both)[0] == 2 and claims._replicates(both)[2] is True
+
+
+def test_numbers_print_without_a_negative_zero_and_a_holm_p_is_called_so():
+    assert [printed(x) for x in (-0.0001, -0.0005, 0.0004, -0.0123)] == ["0.000", "-0.001", "0.000", "-0.012"]
+    assert printed(-0.00004, 4) == "0.0000" and printed(-0.0123, 2) == "-0.01"
+    holm_call = v.versus_random(12 / 251, 0.7, 250, n_tests=12)
+    assert "rank p Holm-adjusted across 12 sets 0.048 over 250 distinct random sets" in holm_call.text
+    assert v.versus_random(1 / 251, 0.7, 250).text.startswith("rank p 0.004 over 250")
+    tied = v.versus_random(0.5, -0.0001, 20, s=-0.0001, random_range=(-0.0002, 0.0003))
+    assert "S 0.000 lies in the random range 0.000 to 0.000" in tied.text and "-0.000" not in tied.text
+    row = {"S": 0.7, "random mean": -0.0002, "p": 1 / 21, "p Holm": 1 / 21, "z": 9.0, "R": 20}
+    assert "S 0.700 vs random 0.000;" in v.against_random_verdict("s", "NCS vs layer-matched", row, 20, 1, []).number
 
 
 def test_the_verdict_has_three_outcomes_with_reasons():

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from helpers.measures.printed import printed
 from helpers.measures.stats import holm
 from helpers.sizes import CONTROL_SCHEMES
 
@@ -150,7 +151,8 @@ def versus_random(
     - beats random when p <= alpha AND the effect reaches `minimum` (PASSED);
     - within random otherwise (P_ABOVE, or EFFECT_BELOW: p at most alpha with S too close to the mean)."""
     floor = n_tests / (n_random + 1)
-    numbers = f"rank p {p:.3f} over {n_random} distinct random sets, effect {effect:.4f}"
+    which_p = "rank p" if n_tests == 1 else f"rank p Holm-adjusted across {n_tests} sets"
+    numbers = f"{which_p} {p:.3f} over {n_random} distinct random sets, effect {printed(effect, 4)}"
     if 1 / (n_random + 1) > alpha:
         why = f"{n_random} distinct random set(s): the rank p cannot go below {1 / (n_random + 1):.3f} > {alpha:g}"
         return Call(NOT_INTERPRETABLE, TOO_FEW_SETS, why)
@@ -160,7 +162,8 @@ def versus_random(
     if s is not None and random_range is not None and _tied(s, *random_range, minimum):
         low, high = random_range
         why = (
-            f"S {s:.{PRINTED_DIGITS}f} lies in the random range {low:.{PRINTED_DIGITS}f}-{high:.{PRINTED_DIGITS}f}, "
+            f"S {printed(s, PRINTED_DIGITS)} lies in the random range {printed(low, PRINTED_DIGITS)} to "
+            f"{printed(high, PRINTED_DIGITS)}, "
             f"narrower than {minimum:g}: S and the random sets sit together"
         )
         return Call(NOT_INTERPRETABLE, TIED, why)
@@ -260,7 +263,7 @@ def against_random_verdict(
     n_random = int(row.get("distinct", n_random))
     floor = holm_floor(n_random, n_sets)
     number = (
-        f"S {row['S']:.3f} vs random {row['random mean']:.3f}; rank p {row['p']:.3f} "
+        f"S {printed(row['S'])} vs random {printed(row['random mean'])}; rank p {row['p']:.3f} "
         f"(Holm {row['p Holm']:.3f}, floor {floor:.3f}, R = {n_random}); z {row['z']:.1f}"
     )
     blocked = blocked_by(check, audits)

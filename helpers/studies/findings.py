@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.methods import holm_family
+from helpers.measures.stats import TIE_TOLERANCE
 from helpers.measures.verdicts import (
     ALPHA,
     BEATS,
@@ -204,12 +205,23 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
     )
 
 
-def _beats(names, p, s, random_mean, n_random) -> list[str]:
-    """The names whose (p, S - random mean) at `n_random` random sets (a column or one number) beats random by
-    versus_random (unadjusted)."""
+def _unadjusted_calls(names, p, s, random_mean, n_random) -> list:
+    """versus_random (unadjusted) on each name's (p, S - random mean) at `n_random` random sets (a column or one
+    number)."""
     r = np.broadcast_to(np.asarray(n_random, dtype=int), (len(names),))
-    calls = [versus_random(pi, si - ri, int(n)) for pi, si, ri, n in zip(p, s, random_mean, r)]
+    return [versus_random(pi, si - ri, int(n)) for pi, si, ri, n in zip(p, s, random_mean, r)]
+
+
+def _beats(names, p, s, random_mean, n_random) -> list[str]:
+    """The names whose (p, S - random mean) at `n_random` random sets beats random by versus_random (unadjusted)."""
+    calls = _unadjusted_calls(names, p, s, random_mean, n_random)
     return [n for n, c in zip(names, calls) if c.outcome == BEATS]
+
+
+def _effect_below(names, p, s, random_mean, n_random) -> list[str]:
+    """The names at p <= ALPHA whose effect is below MIN_EFFECT (versus_random's EFFECT_BELOW, unadjusted)."""
+    calls = _unadjusted_calls(names, p, s, random_mean, n_random)
+    return [n for n, c in zip(names, calls) if c.reason == EFFECT_BELOW]
 
 
 TABLE5_ROW_GROUPS = ("all", "prompt", "last")  # Table 5's row groups
@@ -244,23 +256,27 @@ def ncs_rows_sentence(table: pd.DataFrame) -> str:
 
 def region_contrast_sentence(table: pd.DataFrame) -> str:
     """Tables 6 / 16 (04, or 06 with a model column): which sets' NCS_grid and symmetric CERS beat their random
-    sets (versus_random, unadjusted), the largest NCS_grid as a share of the largest attainable, and the grid
-    audit."""
+    sets (versus_random, unadjusted) and which reach p <= ALPHA with an effect below MIN_EFFECT, the largest
+    NCS_grid as a share of the largest attainable, and the grid audit."""
     parts = []
     groups = table.groupby("model", sort=False) if "model" in table else [(None, table)]
     for model, rows in groups:
         names = rows["setting"].tolist()
-        beats = {
-            m: _beats(names, rows[f"{m} p"], rows[f"{m} S"], rows[f"{m} random mean"], rows["R"])
-            for m in ("NCS_grid", "symmetric CERS")
-            if f"{m} p" in rows
-        }
+        measures = [m for m in ("NCS_grid", "symmetric CERS") if f"{m} p" in rows]
+        columns = {m: (rows[f"{m} p"], rows[f"{m} S"], rows[f"{m} random mean"], rows["R"]) for m in measures}
+        calls = []
+        for m in measures:
+            beats, below = _beats(names, *columns[m]), _effect_below(names, *columns[m])
+            call = f"{m} beats random in {len(beats)} of {len(rows)}: {_names(beats)}"
+            if below:
+                call += f" ({_names(below)} at p <= {ALPHA:g} with an effect below {MIN_EFFECT:g})"
+            calls.append(call)
         attainable = float(rows["largest attainable NCS_grid"].iloc[0])
         best = rows.loc[rows["NCS_grid S"].idxmax()]
         text = (
             f"{model + ': ' if model else ''}grid audit {rows['grid audit'].iloc[0]} (oracle "
             f"{rows['grid oracle'].iloc[0]:.3f}, blank {rows['grid blank'].iloc[0]:.3f}); "
-            + "; ".join(f"{m} beats random in {len(b)} of {len(rows)}: {_names(b)}" for m, b in beats.items())
+            + "; ".join(calls)
             + f"; the largest NCS_grid, {best['setting']} {best['NCS_grid S']:.3f}, "
             + _attainable_share(float(best["NCS_grid S"]), attainable)
         )
@@ -355,9 +371,10 @@ def shared_heads_sentence(table: pd.DataFrame) -> str:
 
 
 def mass_cers_sentence(table: pd.DataFrame) -> str:
-    """Table 17: in how many settings S's mean image mass lies above every random set's, and the range of the
-    Spearman rho between the mean mass and CERS across the random sets."""
-    above = table.loc[table["mass S"] > table["mass random max"], "setting"].tolist()
+    """Table 17: in how many settings S's mean image mass lies above every random set's (by more than
+    TIE_TOLERANCE, as a rank p counts a random set that close as a tie), and the range of the Spearman rho between
+    the mean mass and CERS across the random sets."""
+    above = table.loc[table["mass S"] - table["mass random max"] > TIE_TOLERANCE, "setting"].tolist()
     rho = table["rho mean"].dropna()
     spread = f"{rho.min():.2f} to {rho.max():.2f} (median {rho.median():.2f})" if len(rho) else "not estimable"
     return (
