@@ -135,8 +135,8 @@ ARTEFACTS = (
         "Where and with which heads necessity acts: rows masked, flat top-100 vs. top-3 per layer (COCO)",
         ("table05_ncs_rows", "table13_ncs_rows"),
         FULL,
-        "both halves in table05_ncs_rows (per layer: NCS, CERS / random mean, p; the paper's per-layer NCS from its "
-        f"Table 13, its per-layer CERS is not in the seed text); the per-layer sets' row groups in table13_ncs_rows; "
+        "both halves in table05_ncs_rows (per layer: NCS, CERS / random mean, p; the paper's values of both halves "
+        "beside them); the per-layer sets' row groups in table13_ncs_rows; "
         f"{PER_LAYER}",
     ),
     Artefact(
@@ -271,8 +271,8 @@ ARTEFACTS = (
         ("table28_protocol",),
         PARTIAL,
         "from helpers/sizes.py and the notebooks' parameters, under both profiles; its 'paper' N and R are "
-        "this project's paper profile, not the paper's own per table "
-        "(Tables 6 / 16: N 120, R 100; Table 18: N 200, R 5)",
+        "this project's paper profile, which differs from the paper's own Table 28 in one row "
+        "(Tables 2, 21; Fig. 7: N 400, the paper: 200)",
     ),
     Artefact(
         "Table 29",
