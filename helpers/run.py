@@ -40,11 +40,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from helpers.engine.devices import resolve_device
-from helpers.runner import ledger, progress
+from helpers.runner import floor, ledger, progress
 from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides, parse_value
 from helpers.runner.params import ParameterError, check_run, declared_in
 from helpers.runner.steps import STEPS, producer, waits_for
-from helpers.storage import cache, paths, runs, workers
+from helpers.storage import cache, paths, runs, timers, workers
 
 
 def notebook_sources() -> list[Path]:
@@ -304,12 +304,20 @@ def _versions() -> dict:
 
 
 def write_run_json(
-    folders: runs.RunFolders, parameters: dict, timings: dict, how: dict | None = None, copies: dict | None = None
+    folders: runs.RunFolders,
+    parameters: dict,
+    timings: dict,
+    how: dict | None = None,
+    copies: dict | None = None,
+    times: dict | None = None,
+    peaks: tuple[float, float] | None = None,
 ) -> Path:
     """run.json: the run's parameters, versions, the model's fingerprint, the seconds per notebook (merged with
     those of earlier calls into the same folder; notebooks run side by side overlap), `how` the last call ran
     (jobs, wall_seconds) and `copies`, the copy ledger (helpers.runner.ledger.collect) under `ledger`: its
-    notebooks merged with those of earlier calls, its totals and duplicates the last call's."""
+    notebooks merged with those of earlier calls, its totals and duplicates the last call's. `times`: where each
+    notebook's time went (helpers.storage.timers.collect), merged the same way. `peaks`: the matmul peak per core
+    measured at the start and the end of a full run, for its `floor` (helpers.runner.floor)."""
     model = parameters.get("model", "toy")
     record = {
         "parameters": parameters,
@@ -324,6 +332,11 @@ def write_run_json(
     if copies is not None:
         notebooks = {**previous.get("ledger", {}).get("notebooks", {}), **copies["notebooks"]}
         record["ledger"] = {**copies, "notebooks": notebooks}
+    if times is not None:
+        notebooks = {**previous.get("times", {}).get("notebooks", {}), **times["notebooks"]}
+        record["times"] = {**times, "notebooks": notebooks}
+    if peaks is not None and copies is not None:
+        record["floor"] = floor.measured_floor(record, peaks, len(os.sched_getaffinity(0)))
     folders.run_json.parent.mkdir(parents=True, exist_ok=True)
     tmp = folders.run_json.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
@@ -387,11 +400,15 @@ def main(argv=None) -> None:
         folders = shard_folders(folders, args.shard)
     print(f"run folder: {folders.out} (data {folders.data}, executed notebooks {folders.notebooks})", flush=True)
     build_dir = paths.BUILD / "runner" / folders.out.name
+    full = args.shard is None and len(sources) == len(notebook_sources())  # its floor is measured where it runs
+    peak_at_start = floor.matmul_peak() if full else None
     start = time.time()
     timings = run(sources, overrides, build_dir, folders, defaults, jobs)
     wall = round(time.time() - start, 1)
+    peaks = (peak_at_start, floor.matmul_peak()) if full else None
     copies = ledger.collect(ledger_folder(build_dir))
-    write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall}, copies)
+    times = timers.collect(ledger_folder(build_dir), timings)
+    write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall}, copies, times, peaks)
     declared = {f for src in sources if src.stem in STEPS for f in STEPS[src.stem].output_files()}
     if args.shard is None and "INDEX.md" in declared:
         from helpers.runner import artefacts  # 07 wrote the index; notebooks beside it may have finished after
@@ -406,6 +423,14 @@ def main(argv=None) -> None:
     print(f"total {wall:.0f} s of wall time ({jobs} job(s)); {folders.run_json}", flush=True)
     print(f"copies ({ledger.COPY}), per notebook:", flush=True)
     print("\n".join(ledger.summary_lines(copies, timings)), flush=True)
+    if peaks is not None:
+        record = json.loads(folders.run_json.read_text())["floor"]
+        print(
+            f"floor {record['floor_seconds']:.0f} s at {max(peaks) / 1e9:.0f} GFLOP/s per core (start "
+            f"{peaks[0] / 1e9:.0f}, end {peaks[1] / 1e9:.0f}) x {record['cores']} cores: wall / floor "
+            f"{record['wall_over_floor'] or float('nan'):.2f}x",
+            flush=True,
+        )
 
 
 def chosen_run_folders(args, sources: list[Path], overrides: dict, changed: dict) -> runs.RunFolders:

@@ -130,11 +130,11 @@ def test_a_copy_computed_again_elsewhere_is_a_duplicate(lm, sets, tmp_path, fold
 
 
 def test_the_floor_is_the_ledgers_flops_at_the_peak_over_the_cores():
-    from bench.bench_floor import floor
+    from helpers.runner.floor import floor
 
     notebooks = {
-        "03_cers": {"computed": 1000, "read_back": 10, "flops": 4e12, "copy_seconds": 30.0},
-        "04_ncs": {"computed": 0, "read_back": 5, "flops": 0.0, "copy_seconds": 0.0},
+        "03_cers": {"computed": 1000, "read_back": 10, "calls": 50, "flops": 4e12, "copy_seconds": 30.0},
+        "04_ncs": {"computed": 0, "read_back": 5, "calls": 0, "flops": 0.0, "copy_seconds": 0.0},
     }
     run = {"ledger": {"notebooks": notebooks, "duplicates": 0}, "seconds_per_notebook": {"03_cers": 26.0}}
     result = floor({**run, "wall_seconds": 26.0}, peak=1e11, cores=2)

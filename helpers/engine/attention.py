@@ -69,6 +69,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from helpers.engine import copy_ledger
 from helpers.engine.masking import KEYED, WEIGHTS, WITHOUT_QK, check_masking
+from helpers.storage import timers
 
 ATTENTION = "head_probe"
 HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
@@ -665,7 +666,8 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
     ``loaded``: a helpers.engine.LoadedModel. Yields a Recording, complete once the block exits.
     """
     with _probe(loaded, read, intervene, copies=copy_ledger.ProbeCopies(loaded, read, intervene)) as state:
-        yield state.recording
+        with timers.timed("forward"):
+            yield state.recording
 
 
 @contextmanager

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from helpers.engine.model_files import model_fingerprint
-from helpers.storage import ledger
+from helpers.storage import ledger, timers
 
 DECIDES_RESULTS = False  # counts what is computed, never changes it (helpers.storage.code_hash)
 _MODELS = weakref.WeakKeyDictionary()  # model -> (its identity bytes, its text backbone's shape)
@@ -38,7 +38,8 @@ def counted(loaded, item: dict, spec, start: int, logits_to_keep: int, per_forwa
     """Around run_head_sets' forwards: the copies of `spec` (an Intervention of n copies of one-item `item`) go
     into the ledger with their digests, their matmul FLOPs and the CPU seconds of the call. `start`: the
     unchanged prefix p0 (0: whole copies); `per_forward`: copies per forward."""
-    digests = copy_digests(loaded, item, spec, logits_to_keep)
+    with timers.timed("hashing"):
+        digests = copy_digests(loaded, item, spec, logits_to_keep)
     flops = call_flops(loaded, spec.heads, item["input_ids"].shape[1], start, logits_to_keep, per_forward)
     began = time.process_time()
     yield

@@ -23,6 +23,7 @@ from helpers.engine.item import Item
 from helpers.engine.kept_rows import last_layer_at_kept_rows
 from helpers.engine.masking import KEYED, check_masking
 from helpers.engine.one_item import as_head_sets, one_item_inputs
+from helpers.storage import timers
 
 
 def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
@@ -66,6 +67,7 @@ COPY_TOKENS = 2048
 
 
 @torch.no_grad()
+@timers.timed("forward")
 def run_head_sets(
     loaded,
     item: Item | Batch | dict,
@@ -269,7 +271,8 @@ def _vision_once(model):
 
         def once(pixel_values, *args, _original=original, _owner=owner, **kwargs):
             inputs = [pixel_values, *args, *kwargs.values()]
-            return _VISION.get_or_compute(_owner, inputs, lambda: _original(pixel_values, *args, **kwargs))
+            with timers.timed("vision"):
+                return _VISION.get_or_compute(_owner, inputs, lambda: _original(pixel_values, *args, **kwargs))
 
         owner.get_image_features = once
     try:

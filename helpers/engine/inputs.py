@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.engine.item import Item
+from helpers.storage import timers
 
 
 @dataclass
@@ -63,6 +64,7 @@ def repeated_image_token_id(processor) -> int:
     return processor.image_token_id
 
 
+@timers.timed("items")
 def build_batch(processor, items: Sequence[Item], answers: Sequence[str] | None = None) -> Batch:
     """Tokenise `items` (one image each) in one left-padded batch. With `answers` (one per item, e.g.
     the items' own `answer` or a model's greedy answer), each row is teacher-forced: prompt + answer +

@@ -32,6 +32,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, UnidentifiedImageError
 
 from helpers.engine.item import LETTERS, Box, Item
+from helpers.storage import timers
 from helpers.storage.files import file_hashes
 
 PANEL_SIZE = 64  # px; 2x2 image tokens per panel in Qwen3-VL (32 px tokens), one in the toy (64 px)
@@ -464,6 +465,7 @@ def single_image_items(corpus, n: int, seed: int, arm: str = "matched", image_si
     return items
 
 
+@timers.timed("items")
 def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
     """Any of KINDS by name, with default sizes."""
     builders = {

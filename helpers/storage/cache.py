@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from helpers.storage import ledger, workers
+from helpers.storage import ledger, timers, workers
 from helpers.storage.code_hash import code_version
 from helpers.storage.files import atomic_write
 
@@ -107,6 +107,7 @@ class ResultCache:
         entry = self.load_entry(name, params)
         return None if entry is None else entry[0]
 
+    @timers.timed("cache_read")
     def load_entry(self, name: str, params: dict) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
         """load's arrays and the digests of the copies they hold (none for an entry saved without)."""
         path = self.path(name, params)
@@ -123,6 +124,7 @@ class ResultCache:
             return None
         return arrays, arrays.pop(_COPIES, np.zeros(0, dtype=np.uint64))
 
+    @timers.timed("cache_write")
     def save(self, name: str, params: dict, arrays: dict[str, np.ndarray], copies: np.ndarray | None = None) -> Path:
         """Atomically write `arrays` (object arrays are refused: they would need pickle) and the digests of the
         `copies` computed for them (helpers.storage.ledger)."""

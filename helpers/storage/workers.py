@@ -27,6 +27,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from helpers.storage import timers
+
 DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
 WORKERS_ENV = "HELPERS_WORKERS"  # processes per cached computation (default: the cores this process may use)
 SHARD_ENV = "HELPERS_SHARD"  # "i/n": this process is shard i of n
@@ -193,4 +195,5 @@ def _fork_helper(chunks: list[Chunk]) -> int:
         take_free(chunks)
         status = 0
     finally:
+        timers.flush()
         os._exit(status)

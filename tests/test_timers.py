@@ -1,0 +1,64 @@
+"""helpers.storage.timers: exclusive seconds per part, written per process and summed per notebook."""
+
+import json
+import os
+import time
+
+from helpers.storage import ledger, timers
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_a_block_inside_another_counts_in_its_own_part_only(monkeypatch):
+    monkeypatch.setattr(timers, "_cpu", dict.fromkeys(timers.PARTS, 0.0))
+    monkeypatch.setattr(timers, "_wall", dict.fromkeys(timers.PARTS, 0.0))
+    with timers.timed("forward"):
+        _spin(0.05)
+        with timers.timed("vision"):
+            _spin(0.1)
+    assert 0.1 <= timers._cpu["vision"] < 0.13
+    assert 0.05 <= timers._cpu["forward"] < 0.08  # the vision tower's 0.1 s left out
+    assert timers._wall["vision"] >= 0.1 and timers._wall["forward"] >= 0.05
+
+
+def test_collect_sums_processes_and_leaves_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path))
+    monkeypatch.setenv(ledger.NOTEBOOK_ENV, "04_ncs")
+    zeros = dict.fromkeys(timers.PARTS, 0.0)
+    kernel = {"forked": False, "cpu": 10.0, "wall": 30.0, "cpu_parts": zeros | {"forward": 4.0, "items": 1.0}}
+    kernel["wall_parts"] = zeros | {"forward": 5.0, "cache_read": 2.0}
+    worker = {"forked": True, "cpu": 8.0, "wall": 9.0, "cpu_parts": zeros | {"forward": 6.0}}
+    worker["wall_parts"] = zeros | {"forward": 7.0}
+    (tmp_path / "04_ncs.1.times.json").write_text(json.dumps(kernel))
+    (tmp_path / "04_ncs.2.times.json").write_text(json.dumps(worker))
+    timers.flush()  # this process: a third file of 04_ncs
+    record = timers.collect(tmp_path, {"04_ncs": 20.0})["notebooks"]["04_ncs"]
+    assert record["processes"] == 3
+    mine = json.loads((tmp_path / f"04_ncs.{os.getpid()}{timers.SUFFIX}").read_text())
+    assert record["cpu_parts"]["forward"] == 10.0 + mine["cpu_parts"]["forward"]
+    assert abs(record["cpu"] - sum(record["cpu_parts"].values())) < 1e-9  # the rest closes the sum
+    mine_walls = sum(mine["wall_parts"].values())
+    assert abs(record["wall_parts"]["rest"] - (20.0 - 7.0 - mine_walls)) < 1e-9  # the worker's wall left out
+
+
+def test_run_json_holds_the_times_and_the_floor_where_the_run_ran(tmp_path):
+    from helpers import run
+    from helpers.storage import runs
+
+    folders = runs.in_folder(tmp_path)
+    record = {"computed": 100, "read_back": 0, "calls": 5, "flops": 4e11, "copy_seconds": 8.0, "computations": {}}
+    copies = {"notebooks": {"04_ncs": record}, "duplicates": 0}
+    times = {"parts": "", "notebooks": {"04_ncs": {"cpu": 30.0}}}
+    how = {"jobs": 1, "wall_seconds": 20.0}
+    run.write_run_json(folders, {}, {"04_ncs": 20.0}, how, copies, times, peaks=(1e11, 2e11))
+    written = json.loads(folders.run_json.read_text())
+    assert written["times"]["notebooks"]["04_ncs"]["cpu"] == 30.0
+    floor = written["floor"]
+    assert floor["peaks_at_start_and_end"] == [1e11, 2e11] and floor["peak_flops_per_core"] == 2e11
+    cores = floor["cores"]
+    assert floor["floor_seconds"] == 4e11 / 2e11 / cores and floor["wall_over_floor"] == 20.0 / (2.0 / cores)
+    assert floor["notebooks"]["04_ncs"]["floor_seconds_per_copy"] == 0.02  # 4e9 FLOP at 2e11 on one core
