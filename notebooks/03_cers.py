@@ -120,8 +120,8 @@ report.figure(fig, "fig03_cers", P.out_dir)
 # ## Table 18: CERS against the steering strength β
 # Four settings (referring + query span and ordinal + last token, both corpora); S and the mean
 # [min, max] of its first 5 layer-matched random sets (R in its column; fewer in a smoke run). β is an
-# additive logit bias: small values nudge, large ones make the steered cell take nearly all of the
-# steered heads' attention.
+# additive logit bias on the steered cell's keys in the steered heads; the sentence under the table gives S's CERS
+# at every β, per setting.
 
 # %%
 sweep_settings = ["cm-ref-qsp", "co-ref-qsp", "cm-ord-last", "co-ord-last"]
@@ -147,3 +147,4 @@ for s in sweep_settings:
 sweep = pd.DataFrame(sweep)
 sweep = report.table(sweep, "table18_cers_vs_beta", P.out_dir, "table18_cers_vs_beta", on=["setting", "beta"])
 report.figure(plot_beta_sweep(sweep), "table18_cers_vs_beta", P.out_dir)
+print(findings.beta_sweep_sentence(sweep))

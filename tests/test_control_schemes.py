@@ -162,7 +162,10 @@ def test_a_pool_smaller_than_k_is_one_distinct_set_and_never_beats_random():
     judged = verdicts.scheme_verdicts(table)
     bottom5 = judged[judged.scheme == "bottom5"]
     assert not bottom5["significant"].any() and set(bottom5["verdict"]) == {verdicts.NOT_INTERPRETABLE}
-    assert "as few as 1 distinct set(s) of R drawn: rank p no lower than 0.500" in findings.scheme_changes(judged)
+    sentence = findings.scheme_changes(judged)
+    assert "as few as 1 distinct set(s) of R drawn: rank p no lower than 0.500" in sentence
+    # a call that cannot be made is printed as such, not as a "no"
+    assert "call of 3 setting(s): a (not interpretable), b (not interpretable), c (not interpretable)" in sentence
 
 
 def test_scheme_verdicts_adjust_within_a_scheme_and_call_unadjusted():
@@ -180,8 +183,8 @@ def test_the_sentence_names_the_settings_a_scheme_changes():
     sentence = findings.scheme_changes(table)
     assert "Against layer-matched random sets (R = 20), 3 of 3 settings not interpretable after Holm" in sentence
     assert "2 of 3 reach rank p <= 0.05" in sentence
-    assert "bottom5 changes the unadjusted call of 1 setting(s): b (yes)" in sentence
-    assert "same-band changes the unadjusted call of 1 setting(s): c (no)" in sentence
+    assert "bottom5 changes the unadjusted call of 1 setting(s): b (beats random)" in sentence
+    assert "same-band changes the unadjusted call of 1 setting(s): c (within random)" in sentence
     unseeded = table[table.scheme == "layer-matched"].assign(scheme="unseeded", seeds=20, **{"R per seed": 20})
     unseeded["seeds beating"], unseeded["seeds not interpretable"] = [20, 0, 7], 0
     sentence = findings.scheme_changes(pd.concat([table, unseeded], ignore_index=True))

@@ -45,6 +45,18 @@ def test_region_contrast_sentence_counts_only_sets_above_the_minimum_effect_and_
     assert findings.region_contrast_sentence(per_model).count("grid audit") == 2
 
 
+def test_beta_sweep_sentence_gives_s_at_every_beta():
+    table = pd.DataFrame(
+        {
+            "setting": ["a"] * 3 + ["b"] * 3,
+            "beta": [1.0, 3.0, 10.0] * 2,
+            "S": [0.0, 0.004, 0.3, -0.0001, 0.0, 0.002],
+        }
+    )
+    text = findings.beta_sweep_sentence(table)
+    assert text == "This run, S's CERS at β = 1, 3, 10: a 0.000, 0.004, 0.300; b 0.000, 0.000, 0.002."
+
+
 def test_ncs_rows_sentence_names_row_groups_and_the_per_layer_sets():
     row = {"R": 20, "interval": "t", "per layer heads": 12}
     rows = []

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures.methods import holm_family
+from helpers.measures.printed import printed
 from helpers.measures.stats import TIE_TOLERANCE
 from helpers.measures.verdicts import (
     ALPHA,
@@ -370,6 +371,16 @@ def shared_heads_sentence(table: pd.DataFrame) -> str:
     )
 
 
+def beta_sweep_sentence(table: pd.DataFrame) -> str:
+    """Table 18: per setting, S's CERS at every β of the sweep, in order of β."""
+    betas = sorted(set(table["beta"]))
+    parts = [
+        f"{setting} " + ", ".join(printed(s) for s in rows.sort_values("beta")["S"])
+        for setting, rows in table.groupby("setting", sort=False)
+    ]
+    return f"This run, S's CERS at β = {', '.join(f'{b:g}' for b in betas)}: " + "; ".join(parts) + "."
+
+
 def mass_cers_sentence(table: pd.DataFrame) -> str:
     """Table 17: in how many settings S's mean image mass lies above every random set's (by more than
     TIE_TOLERANCE, as a rank p counts a random set that close as a tie), and the range of the Spearman rho between
@@ -406,6 +417,12 @@ def _listed(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _unadjusted_calls_by_setting(rows: pd.DataFrame) -> dict[str, str]:
+    """Setting -> the outcome of `judge` on its unadjusted rank p (beats random, within random, not
+    interpretable), for `rows` indexed by setting."""
+    return {setting: judge(row).outcome for setting, row in zip(rows.index, rows.to_dict("records"))}
+
+
 def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str:
     """A sentence, computed from `scheme_verdicts`' table, on which schemes change a setting's verdict
     (Holm) or its unadjusted call relative to the `reference` scheme; with the unseeded scheme's
@@ -421,12 +438,13 @@ def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str
         f"random mean by >= {MIN_EFFECT:g} unadjusted{floor}."
     ]
     same, changes = [], []
+    ref_calls = _unadjusted_calls_by_setting(ref)
     for scheme, rows in table[table["scheme"] != reference].groupby("scheme", sort=False):
         rows = rows.set_index("setting").loc[ref.index]
         verdict = [f"{s} ({ref.loc[s, 'verdict']} -> {rows.loc[s, 'verdict']})" for s in ref.index
                    if rows.loc[s, "verdict"] != ref.loc[s, "verdict"]]  # fmt: skip
-        call = [f"{s} ({'yes' if rows.loc[s, 'significant'] else 'no'})" for s in ref.index
-                if bool(rows.loc[s, "significant"]) != bool(ref.loc[s, "significant"])]  # fmt: skip
+        now = _unadjusted_calls_by_setting(rows)
+        call = [f"{s} ({now[s]})" for s in ref.index if now[s] != ref_calls[s]]
         if not verdict and not call:
             same.append(scheme)
             continue
