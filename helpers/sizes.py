@@ -62,7 +62,8 @@ RANDOM_SETS = {
     "table18": {"default": 5, "paper": 5},  # the beta sweep's first random sets of Table 3 (at most its R)
     # notebook 05's control schemes (helpers/measures/control_schemes.py): R sets per scheme and setting
     # (the layer-matched row is Table 3's run, read back), and the sets of each of the unseeded draw's seeds
-    # (one: the field's unseeded repositories mask one random set per run)
+    # (one: Retrieval_Head, unseeded, draws a new set for every context length x depth cell and scores the cell
+    # with it, so each seed here stands for one cell's draw)
     "control_schemes": {"default": "n_random", "paper": 20},
     "control_schemes_unseeded": {"default": 1, "paper": 1},
     # notebook 05's masking table: three sets' S + R under each of the field's masking implementations
@@ -126,6 +127,7 @@ CONTROL_SCHEMES = (
     "same-band",
     "uniform-excluding",
     "uniform-overlapping",
+    "per-layer-uniform",
     "unseeded",
 )
 UNSEEDED_SEEDS = 20  # seeds of the "unseeded" scheme: the spread of its verdict over 20 unseeded runs
@@ -149,6 +151,7 @@ STREAMS = (
     "control-schemes/same-band/{setting}",
     "control-schemes/uniform-excluding/{setting}",
     "control-schemes/uniform-overlapping/{setting}",
+    "control-schemes/per-layer-uniform/{setting}",
     "control-schemes/unseeded/{setting}/seed{draw}",
     # notebook 08: the published methods' top-k sets (helpers/measures/methods)
     "methods/layer-matched/{method}",

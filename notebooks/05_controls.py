@@ -204,9 +204,11 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # "same-band", S's count in each third of the layers (jing-bi/visual-head); "uniform-excluding", k heads
 # from all heads outside S (baekingeol/OCR_Head; what Retrieval_Head and SparseMM intend, their exclusion
 # never matching); "uniform-overlapping", k heads from all heads, S's included (Hallucination-Attribution);
-# and "unseeded", the overlapping draw under 20 seeds (Retrieval_Head sets no seed; SparseMM's harness seeds
-# Python's random with 0, so its draw is one fixed uniform-overlapping draw), one random
-# set per seed as Retrieval_Head masks one per run. Each scheme draws R sets per setting from its
+# "per-layer-uniform", SparseMM's random mask as its code draws it (every attention layer draws k cells for itself
+# and masks its own row among them, so the set's size varies around k: `heads` and its sd, min and max; its harness
+# seeds Python's random with 0, so one run masks one fixed draw); and "unseeded", the overlapping draw under 20
+# seeds, one random set per seed as Retrieval_Head, which sets no seed, draws a new set for every context length x
+# depth cell of a run and scores that cell with it. Each scheme draws R sets per setting from its
 # named stream (its column; the unseeded row pools its seeds' sets); the layer-matched row is Table 3's
 # run, read back. NCS only: CERS would need every scheme's steering runs (as many forwards again).
 # Verdict: Holm across the 12 settings of a scheme (helpers/measures/verdicts.py); `significant` is

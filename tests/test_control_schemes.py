@@ -31,6 +31,19 @@ def test_the_registry_names_every_scheme_and_its_stream():
         cs.scheme_sets("bottom7", _head_set(), "co-ref-qsp", 2, 0)
 
 
+def test_per_layer_uniform_masks_each_layers_row_of_its_own_draw_so_the_size_varies_around_k():
+    head_set = _head_set()  # k = 5 of 6 x 4 heads
+    sets = cs.per_layer_uniform_sets(head_set, 4000, seed=0)
+    sizes_drawn = sets.sum((1, 2))
+    # each layer's row of 5 distinct cells of 24: hypergeometric, mean 5 x 4 / 24; six layers: mean 5
+    assert abs(sizes_drawn.mean() - 5.0) < 0.1 and sizes_drawn.min() < 5 < sizes_drawn.max()
+    variance = 6 * 5 * (4 / 24) * (20 / 24) * (19 / 23)  # six independent hypergeometric rows
+    assert abs(sizes_drawn.var() - variance) < 0.15
+    assert (sets & head_set).any()  # S's heads are not excluded
+    assert (cs.scheme_sets("per-layer-uniform", head_set, "co-ref-qsp", 3, 0) == cs.scheme_sets(
+        "per-layer-uniform", head_set, "co-ref-qsp", 3, 0)).all()  # fmt: skip
+
+
 def test_bottom_q_draws_k_heads_from_the_lowest_scores_outside_s():
     head_set = _head_set()
     scores = np.arange(24.0).reshape(6, 4)  # head (l, h) scores 4l + h
@@ -107,7 +120,7 @@ def test_every_scheme_is_deterministic_by_seed_and_setting_and_sized_as_s():
         assert (cs.scheme_sets(scheme, head_set, "co-ref-qsp", 10, 0, scores) == a).all()
         assert (cs.scheme_sets(scheme, head_set, "co-ref-qsp", 4, 0, scores) == a[:4]).all()  # a prefix
         if scheme != "bottom5":  # bottom5's pool holds 2 heads here: one set whatever the seed
-            assert (a.sum((1, 2)) == 5).all()
+            assert (a.sum((1, 2)) == 5).all() or scheme == "per-layer-uniform"  # its size varies around k
             assert not (cs.scheme_sets(scheme, head_set, "co-ref-qsp", 10, 1, scores) == a).all()
             assert not (cs.scheme_sets(scheme, head_set, "cm-ref-qsp", 10, 0, scores) == a).all()
     stream = cs.scheme_stream("same-band", 0, "co-ref-qsp")

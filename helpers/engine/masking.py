@@ -38,8 +38,11 @@ def query_zero(weights, mask, hit, factor):
     Source: nightdessert/Retrieval_Head, faiss_attn/source/modeling_llama.py, ``LlamaFlashAttention2.forward``
     (``query_states[:, h[1], :, :] = 0`` for each (layer, head) of ``block_list``, after the rotary embedding,
     before flash attention); the same in CR400AF-A/SparseMM, sparsemm/qwen_model.py ``qwen_flash_attn2_forward_Mask``
-    (and ``llama_flash_attn2_forward_Mask`` in sparsemm/llama_model.py, for ``self.head_list``). Deviations: only at
-    the chosen rows (theirs: every row; rows="all" is theirs), and on the engine's sdpa path in fp32 (theirs: flash
+    (and ``llama_flash_attn2_forward_Mask`` in sparsemm/llama_model.py, for ``self.head_list``). Rows: SparseMM
+    zeroes at every row (the prompt's forward and each generated token's; rows="all" is theirs); Retrieval_Head only
+    at the last prompt row and the generated rows (needle_in_haystack_with_mask.py, ``evaluate_and_log``: the
+    prompt but its last token runs without ``block_list``, then ``decode`` passes it from the last prompt token on;
+    rows="last" is theirs on a one-token answer). Deviations: on the engine's sdpa path in fp32 (theirs: flash
     attention in the model's dtype). Retrieval_Head's eager ``forward_torch`` of the same file masks by
     "leaky_uniform" instead (logits set to 0 after the mask), but its output is used only to inspect attention
     when ``output_attentions`` is set; the flash path gives the output."""

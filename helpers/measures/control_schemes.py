@@ -12,12 +12,16 @@ code (read, not copied; the deviations are stated per function):
 - "uniform-excluding": k heads from all heads outside S (baekingeol/OCR_Head with --no_intersection;
   what nightdessert/Retrieval_Head and CR400AF-A/SparseMM intend, their exclusion test never matching);
 - "uniform-overlapping": k heads from all heads, S's included (TianyunYoung/Hallucination-Attribution,
-  OCR_Head by default, Retrieval_Head and SparseMM in effect); the distribution of any-layer, its own
-  stream. SparseMM's draw is seeded: its harness (lmms-eval/lmms_eval/__main__.py, `--seed` default
-  "0,1234,1234,1234", passed to lmms_eval/evaluator.py `simple_evaluate`) calls random.seed(0) before
-  `init_mask` draws, so it is one fixed draw of this distribution, not an unseeded one;
+  OCR_Head by default, Retrieval_Head in effect); the distribution of any-layer, its own stream;
+- "per-layer-uniform": CR400AF-A/SparseMM's random mask (sparsemm/sparsemm_utils.py, `init_mask`), which
+  every attention layer draws for itself: each layer draws k distinct (layer, head) cells uniformly and
+  masks its own heads among them, so the set's size varies around k from draw to draw (the table gives
+  its spread). Its harness (lmms-eval/lmms_eval/__main__.py, `--seed` default "0,1234,1234,1234", passed
+  to lmms_eval/evaluator.py `simple_evaluate`) calls random.seed(0) before the layers draw, so one run's
+  mask is one fixed draw of this distribution, not an unseeded one;
 - "unseeded": the uniform-overlapping draw under UNSEEDED_SEEDS different seeds, to show how far the
-  verdict of one unseeded draw (Retrieval_Head: no seed is set) depends on the seed.
+  verdict of one unseeded draw depends on the seed (Retrieval_Head sets no seed and draws a new set for
+  every context length x depth cell of a run: many unseeded draws, each judged on its own cell).
 
 Every draw is deterministic by its named stream of helpers/sizes.py (STREAM_OF), keyed by the
 set's name (a setting's, in notebooks 05 and 07), so the notebook and the report card draw the same sets.
@@ -37,6 +41,7 @@ STREAM_OF = {
     "same-band": "control-schemes/same-band/{setting}",
     "uniform-excluding": "control-schemes/uniform-excluding/{setting}",
     "uniform-overlapping": "control-schemes/uniform-overlapping/{setting}",
+    "per-layer-uniform": "control-schemes/per-layer-uniform/{setting}",
     "unseeded": "control-schemes/unseeded/{setting}/seed{draw}",
 }
 # Where each scheme comes from (repository: file: function), for tables and the report card.
@@ -48,6 +53,8 @@ SOURCE = {
     "uniform-excluding": "baekingeol/OCR_Head: exp_masking.py: main (--is_all_random --no_intersection)",
     "uniform-overlapping": "TianyunYoung/Hallucination-Attribution: LLaVA/eval_scripts/analyze_attention_reweight.py: "
     "eval_model (--random_heads)",
+    "per-layer-uniform": "CR400AF-A/SparseMM: sparsemm/sparsemm_utils.py: init_mask (METHOD other than 'mask', "
+    "called by every attention module, e.g. sparsemm/qwen_model.py: qwen_flash_attn2_forward_Mask)",
     "unseeded": "nightdessert/Retrieval_Head: needle_in_haystack_with_mask.py: construct_random_head",
 }
 BOTTOM_Q = 5.0  # gaze-heads' --nongaze-percentile default
@@ -132,7 +139,8 @@ def uniform_sets(head_set: np.ndarray, n: int, seed: Seed, exclude_set: bool) ->
     --no_intersection (random.sample of the heads not in the retrieval-head file, after random.seed(--seed)),
     and what nightdessert/Retrieval_Head (needle_in_haystack_with_mask.py, `construct_random_head`) and
     CR400AF-A/SparseMM (sparsemm/sparsemm_utils.py, `init_mask`) mean to draw; their test for the discovered
-    heads compares a tuple with lists (and SparseMM's swaps layer and head), so it never excludes one.
+    heads compares a tuple with lists (and SparseMM's swaps layer and head), so it never excludes one
+    (SparseMM's draw per layer is per_layer_uniform_sets).
     exclude_set=False re-implements TianyunYoung/Hallucination-Attribution,
     LLaVA/eval_scripts/analyze_attention_reweight.py, `eval_model` with --random_heads (random.sample of
     --top_k heads of all 32 x 32, after transformers.set_seed(42) and the image sampling that shares its
@@ -144,6 +152,29 @@ def uniform_sets(head_set: np.ndarray, n: int, seed: Seed, exclude_set: bool) ->
         return any_layer_sets(head_set.shape, int(head_set.sum()), n, seed)
     flat = head_set.reshape(1, -1)
     return layer_matched_sets(flat, n, seed).reshape(n, *head_set.shape)
+
+
+def per_layer_uniform_sets(head_set: np.ndarray, n: int, seed: Seed) -> np.ndarray:
+    """[n, L, H]: n random sets as CR400AF-A/SparseMM's random mask (sparsemm/sparsemm_utils.py, `init_mask`)
+    is drawn. `init_mask(self)` runs in every attention module's forward (sparsemm/qwen_model.py,
+    `qwen_flash_attn2_forward_Mask`; llama_model.py, mistral_model.py alike) and stores on that module its own
+    list of num distinct (l, h) cells drawn with random.choices, one Python stream across the layers; layer i
+    then zeroes the queries of heads h of the cells with l == i in its own list. So each layer masks its row of
+    an independent uniform draw of num cells, and the set's size (the sum over layers) varies around num.
+    Here num = k (S's size) and every layer draws k distinct cells of the model's L x H heads; S's heads are
+    not excluded (their exclusion test never matches, see uniform_sets). Deviations: a named stream; L x H of
+    the model where SparseMM draws both l and h from range(number of layers) (28 x 28 on Qwen)."""
+    head_set = np.asarray(head_set, dtype=bool)
+    n_layers, n_heads = head_set.shape
+    k = int(head_set.sum())
+    rng = np.random.default_rng(seed)
+    sets = np.zeros((n, n_layers, n_heads), dtype=bool)
+    for draw in range(n):
+        for layer in range(n_layers):
+            cells = rng.choice(n_layers * n_heads, k, replace=False)  # this layer's own draw of k cells
+            own = cells[cells // n_heads == layer] % n_heads
+            sets[draw, layer, own] = True
+    return sets
 
 
 def scheme_stream(scheme: str, seed: int, setting: str, draw: int = 0) -> np.random.SeedSequence:
@@ -172,6 +203,8 @@ def scheme_sets(
         return bottom_q_sets(head_set, scores, n, rng)
     if scheme == "same-band":
         return same_band_sets(head_set, n, rng)
+    if scheme == "per-layer-uniform":
+        return per_layer_uniform_sets(head_set, n, rng)
     return uniform_sets(head_set, n, rng, exclude_set=scheme == "uniform-excluding")
 
 
@@ -179,13 +212,13 @@ def unseeded_sets(
     head_set: np.ndarray, setting: str, n_per_seed: int, seed: int, n_seeds: int = sizes.UNSEEDED_SEEDS
 ) -> np.ndarray:
     """[n_seeds, n_per_seed, L, H]: the uniform-overlapping draw of n_per_seed sets under n_seeds seeds (the
-    streams "control-schemes/unseeded/<setting>/seed<j>"): what n_seeds unseeded runs might have drawn.
+    streams "control-schemes/unseeded/<setting>/seed<j>"): what n_seeds unseeded draws might have been.
 
     Stands for nightdessert/Retrieval_Head (needle_in_haystack_with_mask.py, `construct_random_head`: no
-    seed is set, and a new set is drawn for every context length and depth of a run), which draws uniformly
-    with a duplicate check and an exclusion that never matches, hence the overlapping draw here. Not for
-    CR400AF-A/SparseMM (sparsemm/sparsemm_utils.py, `init_mask`): its harness seeds Python's random with 0
-    (see the module docstring), so its draw is one fixed uniform-overlapping draw."""
+    seed is set, and a new set is drawn for every context length x depth cell of a run, each cell's score from
+    its own set), which draws uniformly with a duplicate check and an exclusion that never matches, hence the
+    overlapping draw here; a seed here stands for one such unseeded draw. Not for CR400AF-A/SparseMM: its
+    harness seeds Python's random with 0 (see the module docstring; its draw is per_layer_uniform_sets)."""
     if n_seeds < 1:
         raise ValueError(f"n_seeds={n_seeds} must be >= 1")
     return np.stack(

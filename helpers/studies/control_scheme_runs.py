@@ -33,6 +33,13 @@ class SchemeRun:
         """The mean size of the drawn sets (a bottom5 pool smaller than k gives fewer heads than S)."""
         return float(self.sets.sum((1, 2)).mean())
 
+    @property
+    def head_spread(self) -> dict[str, float]:
+        """The drawn sets' sizes: their SD, min and max (per-layer-uniform's size varies from draw to draw)."""
+        sizes = self.sets.sum((1, 2))
+        return {"heads sd": float(sizes.std(ddof=1)) if len(sizes) > 1 else 0.0,
+                "heads min": int(sizes.min()), "heads max": int(sizes.max())}  # fmt: skip
+
 
 def scheme_run(
     evaluation: Evaluation,
@@ -95,6 +102,7 @@ def control_scheme_table(
             row = against_controls(run.values, run.distinct)
             rows.append(
                 {"scheme": scheme, "setting": setting, "heads": run.heads}
+                | run.head_spread
                 | {column: row[column] for column in SCHEME_COLUMNS}
                 | run.seeds
             )

@@ -471,7 +471,10 @@ def scheme_changes(table: pd.DataFrame, reference: str = "layer-matched") -> str
         unread = seeds["seeds not interpretable"].astype(int)
         split = seeds.loc[(beats > 0) & (beats < total), "setting"].tolist()
         per_seed = int(seeds["R per seed"].iloc[0])
-        text = f"Each seed of the unseeded draw alone ({per_seed} random set(s), as one unseeded run draws): "
+        text = (
+            f"Each seed of the unseeded draw alone ({per_seed} random set(s), as Retrieval_Head draws for one context "
+            "length x depth cell of a run, a new unseeded set per cell): "
+        )
         if (unread == total).all():
             text += (
                 f"not interpretable at every seed in every setting, since {per_seed} set(s) allow no rank p below "

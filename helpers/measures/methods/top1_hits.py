@@ -165,7 +165,9 @@ def ocr_item(lm, item: Item, answer: str) -> tuple[np.ndarray, int]:
         return np.zeros(shape), 0
     first_answer = int(positions[0])
     real = batch.inputs["attention_mask"][0].bool()
-    prompt_keys = real & (torch.arange(ids.shape[0]) < first_answer)
+    # their keys: attn[ans, :-len(generated)], where the key axis ends at the last FED token (the final generated
+    # one never is), so the slice keeps the prompt but its last token: the last prompt key is left out, as here
+    prompt_keys = real & (torch.arange(ids.shape[0]) < first_answer - 1)
     att = attention_rows(lm, batch.inputs, positions_mask(ids.shape[0], matched), prompt_keys)
     top = top_key_positions(att)
     sequence = ids[real].tolist()[: int(real.sum()) - int(batch.end_mask[0].sum())]  # prompt + answer, as generated
@@ -176,14 +178,17 @@ def ocr_item(lm, item: Item, answer: str) -> tuple[np.ndarray, int]:
 
 def ocr_score(lm, items, max_new_tokens: int = 24) -> np.ndarray:
     """OCR-head score [L, H]: the mean, over every (item, matched answer token) entry, of the answer's LCS recall
-    when the head's top-1 prompt key at that token's row lies in the asked-about region, else 0.
+    when the head's top-1 key among the prompt's keys but its last at that token's row lies in the asked-about
+    region, else 0.
 
     Source: baekingeol/OCR_Head, step2_ocr_retrieval_head.py ``main`` (coarse-grained branch: one evidence box per
     item), with utils/utils.py ``return_attention`` (the rows of generate's attentions: prefill rows, then one row
     per decoding step, so row P + n is generated token n's OWN row) and ``return_weights`` / ``valuable_weights``
     (the 28-px tiles covering > 0.1 % of the box's area), utils/metrics.py ``compute_score`` (longest common run of
     gold answer ids in the output sequence / gold length). A generated token counts when its id is among the gold
-    answer's ids; its head's argmax over the prompt keys (``attn[ans, :-len(generated)]``) in the region appends
+    answer's ids; its head's argmax over the keys ``attn[ans, :-len(generated)]`` (return_attention pads every row
+    to the last step's key count, P + G - 1 for G generated tokens as the last is never fed back, so the slice
+    keeps the prompt's first P - 1 keys: every prompt key but the last, and so here) in the region appends
     the score, otherwise 0; each head's mean over its entries is its OCR score. step3_extracted_heads.py keeps heads
     with a mean >= 0.1 (and zeroes heads with non-zero entries in > 90 % of cases); the paper validates by masking
     OCR heads (DocVQA accuracy) and by redistributing sink values.
