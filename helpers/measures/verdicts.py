@@ -264,7 +264,7 @@ def against_random_verdict(
     floor = holm_floor(n_random, n_sets)
     number = (
         f"S {printed(row['S'])} vs random {printed(row['random mean'])}; rank p {row['p']:.3f} "
-        f"(Holm {row['p Holm']:.3f}, floor {floor:.3f}, R = {n_random}); z {row['z']:.1f}"
+        f"(Holm {row['p Holm']:.3f}, floor {floor:.3f}, R = {n_random}); z {printed(row['z'], 1)}"
     )
     blocked = blocked_by(check, audits)
     if blocked:
@@ -291,7 +291,9 @@ def damage_verdict(head_set: str, s_low: float, damage: pd.DataFrame, audits: li
     check = "generic damage"
     others = damage[damage["damage set"] != "discovered"]
     worst = others.loc[others["NCS"].idxmax()]
-    number = f"S's NCS low {s_low:.3f} vs {worst['damage set']} {worst['NCS']:.3f} (the largest of {len(others)})"
+    number = (
+        f"S's NCS low {printed(s_low)} vs {worst['damage set']} {printed(worst['NCS'])} (the largest of {len(others)})"
+    )
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
@@ -308,7 +310,9 @@ def sweep_verdict(head_set: str, sweep: pd.DataFrame, audits: list[Verdict]) -> 
     margin = sweep["S"] - sweep["random max"]
     below = sweep.loc[[not exceeds(m) for m in margin], "beta"].tolist()
     n_random = int(sweep["random sets"].iloc[0])
-    number = f"min over beta of S - random max = {margin.min():.4f} ({len(sweep)} betas, {n_random} random sets)"
+    number = (
+        f"min over beta of S - random max = {printed(margin.min(), 4)} ({len(sweep)} betas, {n_random} random sets)"
+    )
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
