@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from helpers.storage import ledger, timers, workers
+from helpers.storage import timers, workers
+from helpers.storage.chunk_store import ChunkStore
 from helpers.storage.code_hash import code_version
 from helpers.storage.files import atomic_write
 
@@ -172,19 +173,18 @@ class ResultCache:
         if n_items < 1 or chunk_size < 1:
             raise ValueError(f"n_items={n_items} and chunk_size={chunk_size} must both be >= 1")
         bounds = [(start, min(start + chunk_size, n_items)) for start in range(0, n_items, chunk_size)]
-        keys = [_chunk_key(params, start, stop) for start, stop in bounds]
-        label = ledger.computation(name, params)
-        parts = [self._read_back(name, key, label) for key in keys]  # on disk first: the bar's ETA is the work left
+        store = ChunkStore(self, name, params, one_copy_per_item)
+        keys = [store.key(start, stop) for start, stop in bounds]
+        parts = [store.read_back(key) for key in keys]  # on disk first: the bar's ETA is the work left
         for i, (start, stop) in enumerate(bounds):
             if parts[i] is None and one_copy_per_item:
-                parts[i] = self._cut_from_longer(name, params, start, stop, chunk_size, label)
+                parts[i] = store.cut_from_longer(start, stop, chunk_size)
         missing = [i for i in workers.shard_order(len(bounds)) if parts[i] is None]
         if missing:
             for i in missing if prepare is not None else ():
                 prepare(*bounds[i])
             entries = [self.path(name, key) for key in keys]
-            shorter = functools.partial(self._shorter_entry, name, params) if one_copy_per_item else None
-            chunks = [(entries[i], self._saver(name, keys[i], label, compute, *bounds[i], shorter)) for i in missing]
+            chunks = [(entries[i], store.saver(keys[i], compute, *bounds[i])) for i in missing]
             with tqdm(
                 total=len(bounds),
                 initial=len(bounds) - len(missing),
@@ -205,75 +205,3 @@ class ResultCache:
                 if parts[i] is None:
                     raise RuntimeError(f"chunk {keys[i]['chunk']} of {name} vanished from {self.root}")
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-
-    def _read_back(self, name: str, key: dict, label: str) -> dict[str, np.ndarray] | None:
-        """A chunk's arrays when on disk, its copies then counted in the ledger as read back (computation `label`)."""
-        entry = self.load_entry(name, key)
-        if entry is None:
-            return None
-        ledger.chunk_read(label, self.path(name, key), entry[1])
-        return entry[0]
-
-    def _cut_from_longer(
-        self, name: str, params: dict, start: int, stop: int, chunk_size: int, label: str
-    ) -> dict[str, np.ndarray] | None:
-        """Chunk [start, stop)'s arrays cut from the shortest entry [start, longer) on disk with stop < longer <=
-        start + chunk_size, its first stop - start copies counted as read back; None when there is none."""
-        found = self._same_start(name, params, start, range(stop + 1, start + chunk_size + 1))
-        if found is None:
-            return None
-        _, (arrays, digests), path = found
-        ledger.chunk_read(label, path, digests[: stop - start])
-        return {k: v[: stop - start] for k, v in arrays.items()}
-
-    def _shorter_entry(self, name: str, params: dict, start: int, stop: int) -> tuple[int, tuple, Path] | None:
-        """The longest entry [start, shorter) on disk with start < shorter < stop (as _same_start gives it)."""
-        return self._same_start(name, params, start, range(stop - 1, start, -1))
-
-    def _same_start(self, name: str, params: dict, start: int, stops) -> tuple[int, tuple, Path] | None:
-        """The first entry [start, s) on disk for s in `stops`: (s, its arrays and digests, its path); None when
-        there is none."""
-        for end in stops:
-            key = _chunk_key(params, start, end)
-            entry = self.load_entry(name, key)
-            if entry is not None:
-                return end, entry, self.path(name, key)
-        return None
-
-    def _saver(
-        self,
-        name: str,
-        key: dict,
-        label: str,
-        compute: Callable[[int, int], dict],
-        start: int,
-        stop: int,
-        shorter: Callable[[int, int], tuple | None] | None = None,
-    ):
-        """The call that computes chunk [start, stop) and saves it as the entry of `key`, counting its copies in the
-        ledger (computation `label`). `shorter` (one copy per item): finds a shorter entry of the same start when
-        the chunk is computed; the chunk then computes only the items past it."""
-
-        def save() -> None:
-            with ledger.computing(label) as tally:
-                head = shorter(start, stop) if shorter is not None else None
-                begin = start
-                if head is not None:
-                    begin, (head_arrays, head_digests), head_path = head
-                    ledger.part_read(head_path, head_digests)
-                arrays = {k: np.asarray(v) for k, v in compute(begin, stop).items()}
-                if shorter is not None and len(tally.all_digests()) != stop - begin:
-                    raise RuntimeError(
-                        f"{label}: items [{begin}, {stop}) made {len(tally.all_digests())} copies; "
-                        "one_copy_per_item needs one per item"
-                    )
-                if head is not None:
-                    arrays = {k: np.concatenate([head_arrays[k], v]) for k, v in arrays.items()}
-            ledger.chunk_computed(tally, self.save(name, key, arrays, tally.held_digests()))
-
-        return save
-
-
-def _chunk_key(params: dict, start: int, stop: int) -> dict:
-    """The cache key of chunk [start, stop) of the computation keyed `params`."""
-    return {**params, "chunk": [start, stop]}
