@@ -21,6 +21,9 @@ COMMANDS = {
     "refusal: a size (n_items 1)": ["-m", "helpers.run", "03", "-p", "n_items", "1", "--out", "{out}"],
     "refusal: a folder without weights": ["-m", "helpers.run", "01", "-p", "model", "{empty}", "--out", "{out}"],
     "refusal from the config: k 129 > 128 heads": ["-m", "helpers.run", "01", "-p", "k", "129", "--out", "{out}"],
+    "card refusal: --out an existing file": ["-m", "helpers.protocol", "--heads", "co-ref-qsp", "--out", "{a_file}"],
+    "card refusal: --out under /proc": ["-m", "helpers.protocol", "--heads", "co-ref-qsp", "--out", "/proc/nope"],
+    "card refusal: a malformed head-set file": ["-m", "helpers.protocol", "--heads", "{broken}", "--out", "{out}"],
     "reference: import torch, transformers": ["-c", "import torch, transformers"],
 }
 
@@ -38,7 +41,10 @@ def main(argv=None) -> None:
     scratch = paths.BUILD / "bench" / "checks"
     (scratch / "empty").mkdir(parents=True, exist_ok=True)
     (scratch / "empty" / "config.json").write_text((paths.TOY_MODEL / "config.json").read_text())
-    fill = {"out": str(scratch / "run"), "empty": str(scratch / "empty")}
+    (scratch / "a_file").write_text("x")
+    (scratch / "broken.json").write_text("{not json")
+    folders = {"out": "run", "empty": "empty", "a_file": "a_file", "broken": "broken.json"}
+    fill = {name: str(scratch / file) for name, file in folders.items()}
     commands = {name: [a.format(**fill) for a in argv_] for name, argv_ in COMMANDS.items()}
     times, messages = {name: [] for name in commands}, {}
     for _ in range(args.repeats):

@@ -51,7 +51,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, load_model, run_head_sets
+from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, copy_ledger, load_model, run_head_sets
 from helpers.engine.interventions import letter_probs_under
 from helpers.engine.mcq import letter_probs
 from helpers.measures import steering
@@ -445,6 +445,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(__import__("os").sched_getaffinity(0)))
     args = parser.parse_args()
     torch.set_num_threads(1)
+    copy_ledger.install()  # as a run's notebooks count their copies (the cached steering run keeps their digests)
     lm = load_model("toy")
     result = {"kernels": kernels(lm, args.repeats)}
     compile_decoder_layers(lm)  # as notebooks 03-05 run by default

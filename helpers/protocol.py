@@ -9,6 +9,7 @@ The command runs notebooks/07_protocol.py through the same runner and cache as e
 run folder); the notebook writes report.md and report.html beside its executed copy. `--method` discovers the
 method's top-k set (k: `--k`, else notebook 08's) on the model the card loads (helpers/runner/card_inputs.py); an
 unknown method, or a region method on a family that maps no region, is refused in one line before any model loads.
+`--out` and the head-set files are checked as the runner checks them, a malformed file before torch is imported.
 """
 
 import argparse
@@ -16,36 +17,51 @@ from dataclasses import replace
 from pathlib import Path
 
 from helpers import sizes
-from helpers.measures import control_schemes
-from helpers.measures.methods import METHODS, check_method
-from helpers.runner.card_inputs import NotebookProtocol as Protocol
-from helpers.runner.card_inputs import refuse_unservable
 from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import paths, runs
-from helpers.studies.protocol import build_card, write_report
 
-__all__ = ["Protocol", "build_card", "main", "write_report"]  # what notebook 07 uses
+
+def __getattr__(name: str):
+    """Notebook 07's names (Protocol, build_card, write_report), imported on first use: the command's checks come
+    before torch."""
+    if name == "Protocol":
+        from helpers.runner.card_inputs import NotebookProtocol
+
+        return NotebookProtocol
+    if name in ("build_card", "write_report"):
+        from helpers.studies import protocol
+
+        return getattr(protocol, name)
+    raise AttributeError(f"module 'helpers.protocol' has no attribute {name!r}")
 
 
 def main(argv=None) -> None:
     from helpers import run  # the runner (papermill) is not needed where the notebook imports this module
 
     profiles, schemes = " or ".join(sizes.PROFILE_NAMES), ", ".join(sizes.CONTROL_SCHEMES)
+    methods = ", ".join(sizes.METHOD_NAMES)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="toy", help="toy, a local save_pretrained folder or a hub id")
     parser.add_argument("--heads", nargs="+", default=[], help="head-set files (json, npy, csv) or setting names")
-    parser.add_argument("--method", help="discover a head-set with a published method first: " + ", ".join(METHODS))
+    parser.add_argument("--method", help="discover a head-set with a published method first: " + methods)
     parser.add_argument("--profile", default="default", help="the notebooks' profile: " + profiles)
     parser.add_argument("--k", type=int, help="heads to take from an imported score file")
     parser.add_argument("--out", help="the run folder (default: runs/<model>-<hash>/)")
     parser.add_argument("--controls", help="a control scheme for an NCS line beside the layer-matched one: " + schemes)
     add_parameter_option(parser, "a notebook parameter (device, dtype, beta, ...) or a size (n_items, n_random, ...)")
     args = parser.parse_args(argv)
+    if args.out is not None:  # checked as the runner checks it, before anything starts
+        check_option("--out", "out_dir", args.out)
     try:  # each refusal a ValueError naming what is allowed, given in one line before any model loads
         if args.method is not None:
+            from helpers.measures.methods import check_method
+            from helpers.runner.card_inputs import refuse_unservable
+
             refuse_unservable(check_method(args.method), args.model)
         if args.controls is not None:
+            from helpers.measures import control_schemes
+
             control_schemes.check_scheme(args.controls)
     except ValueError as error:
         raise SystemExit(str(error)) from None

@@ -12,6 +12,17 @@ from helpers.storage import paths
 from helpers.storage.workers import WORKERS_ENV
 
 
+@pytest.fixture(autouse=True, scope="session")
+def copies_counted():
+    """The tests run as a run: the copy ledger's counter installed in the engine, as helpers.runner.params.gather
+    installs it for a notebook (the cache keeps each entry's copy digests)."""
+    from helpers.engine import copy_hook, copy_ledger
+
+    copy_ledger.install()
+    yield
+    copy_hook.uninstall()
+
+
 @pytest.fixture(autouse=True)
 def one_worker(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "1")

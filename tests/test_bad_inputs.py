@@ -17,9 +17,20 @@ from PIL import Image
 from transformers import MllamaConfig
 
 from helpers import protocol, run
-from helpers.engine import ATTENTION, HIDE, Intervention, Read, heads_to_mask, load_model, probe, wrap_model
+from helpers.engine import (
+    ATTENTION,
+    HIDE,
+    Intervention,
+    Read,
+    heads_to_mask,
+    load_model,
+    probe,
+    run_head_sets,
+    wrap_model,
+)
 from helpers.runner import params
 from helpers.storage import headsets, paths
+from tests.test_engine import _second_row
 from tests.tiny_models import tiny_inputs, tiny_model
 
 TOY_HEADS = "128 heads"  # the toy: 8 layers x 16 heads
@@ -492,6 +503,16 @@ def _probe(lm, inputs, **kwargs):
         lm.model(**inputs)
 
 
+def _run(lm, inputs, keys=None, **changed):
+    """run_head_sets on the batch's second item (17 positions) with two head-sets, the image hidden, `changed`
+    arguments given instead; `keys` changes the image's keys."""
+    item = _second_row(inputs)
+    image = lm.adapter.image_positions(item["input_ids"])
+    L, H = len(lm.adapter.candidate_layers), lm.adapter.n_heads
+    arguments = dict(heads=_heads(L, H), keys=image if keys is None else keys(image), bias=HIDE) | changed
+    return run_head_sets(lm, item, **arguments)
+
+
 def _heads(L, H, rows=2):
     heads = torch.zeros(rows, L, H, dtype=torch.bool)
     heads[:, 1, 0] = True
@@ -618,6 +639,48 @@ ENGINE = [
         "probe without read or intervene",
         _engine(lambda lm, i, T, L, H: _probe(lm, i)),
         ("probe needs", "read=..., intervene=..."),
+    ),
+    Case(
+        "engine",
+        "run_head_sets keys one position short",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, keys=lambda keys: keys[:, 1:])),
+        ("keys is 16 positions wide, but the item has 17",),
+    ),
+    Case(
+        "engine",
+        "run_head_sets rows from a longer item",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, rows=torch.ones(1, T + 2, dtype=torch.bool))),
+        ("rows is 19 positions wide, but the item has 17",),
+    ),
+    Case(
+        "engine",
+        "run_head_sets bias of n + 1 values",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, bias=torch.zeros(3))),
+        ("bias=tensor([0., 0., 0.]) ((3,))", "a tensor of 2 floats, one per head-set"),
+    ),
+    Case(
+        "engine",
+        "run_head_sets bias a string",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, bias="hide")),
+        ("bias='hide'", "use a float or HIDE"),
+    ),
+    Case(
+        "engine",
+        "run_head_sets zero head-sets",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, heads=torch.zeros(0, L, H, dtype=torch.bool))),
+        ("heads holds no head-set", "pass at least one"),
+    ),
+    Case(
+        "engine",
+        "run_head_sets logits_to_keep -1",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, logits_to_keep=-1)),
+        ("logits_to_keep=-1", "from 0 (every position's logits) to the item's 17 positions"),
+    ),
+    Case(
+        "engine",
+        "run_head_sets max_tokens 0",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, max_tokens=0)),
+        ("max_tokens=0", "a whole number >= 1"),
     ),
 ]
 ENGINE_MODEL = {}

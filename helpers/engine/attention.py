@@ -67,7 +67,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from helpers.engine import copy_ledger
+from helpers.engine import copy_hook
 from helpers.engine.masking import KEYED, WEIGHTS, WITHOUT_QK, check_masking
 from helpers.storage import timers
 
@@ -129,6 +129,8 @@ class _State:
     batch: int
     step_start: int = 0  # absolute position of the first token of the current forward step
     step_end: int = 0  # one past its last token: queries and keys of every layer end here
+    reached: int = 0  # one past the last position any step ran
+    decoded: bool = False  # a step continued a cache (generate's later steps)
     layer_calls: list = field(default_factory=list)  # [L] forwards seen per layer
     read_sum: dict = field(default_factory=dict)  # layer -> [B, H, G]
     read_count: dict = field(default_factory=dict)  # layer -> [B]
@@ -141,7 +143,7 @@ class _State:
     offset: int = 0  # absolute position of the first token a forward without a cache runs (run_head_sets)
     pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
     selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows (_per_mask)
-    copies: copy_ledger.ProbeCopies | None = None  # a probe call's copies for the ledger (not run_head_sets')
+    copies: object | None = None  # a probe call's copies for an installed copy counter (not run_head_sets')
 
 
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
@@ -665,7 +667,9 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
     ``loaded``: a helpers.engine.LoadedModel. Yields a Recording, complete once the block exits.
     """
-    with _probe(loaded, read, intervene, copies=copy_ledger.ProbeCopies(loaded, read, intervene)) as state:
+    counter = copy_hook.installed()  # a run's copy ledger, if one is installed
+    copies = counter.probe_copies(loaded, read, intervene) if counter is not None else None
+    with _probe(loaded, read, intervene, copies=copies) as state:
         with timers.timed("forward"):
             yield state.recording
 
@@ -678,12 +682,17 @@ def _probe(
     shared_layers: int = 0,
     same_item: bool = False,
     offset: int = 0,
-    copies: copy_ledger.ProbeCopies | None = None,
+    copies: object | None = None,
 ):
     """probe's body; yields the _State. ``shared_layers``, ``same_item`` and ``offset``: see run_head_sets;
-    ``copies``: what goes into the copy ledger (run_head_sets counts its own)."""
+    ``copies``: what an installed copy counter counts (run_head_sets counts its own)."""
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
+    if not isinstance(read, Read | None) or not isinstance(intervene, Intervention | None):
+        raise TypeError(
+            f"probe takes read=Read(...) and intervene=Intervention(...), got {type(read).__name__} and "
+            f"{type(intervene).__name__}"
+        )
     adapter, model = loaded.adapter, loaded.model
     n_layers, n_heads = len(adapter.candidate_layers), adapter.n_heads
     modules = adapter.attention_modules(model)
@@ -730,6 +739,8 @@ def _probe(
     finally:
         _ACTIVE.remove(state)
         hook.remove()
+    if state.reached:  # a probe whose forward never ran is refused by _check_ran
+        _check_widths(state, 0, state.reached + state.decoded)
     _check_ran(state, carries)
     if read is not None:
         _summarise_read(state, batch)
@@ -748,11 +759,38 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
     state.step_start = cache.get_seq_length() if cache is not None else state.offset
     state.step_end = state.step_start + tokens.shape[1]
     state.selections = {}  # this step's masks are new tensors
+    if state.step_start == state.offset:  # a forward from the sequence's start (generate's first step)
+        _check_widths(state, state.step_end, None)
+    state.reached = max(state.reached, state.step_end)
+    state.decoded |= state.step_start > state.offset
     if state.copies is not None and tokens.shape[0] == state.batch:  # another batch: the attention layers refuse it
         state.copies.step(tokens, state.step_start, state.step_end)
     if state.read is not None and kwargs.get("logits_to_keep"):
         return args, dict(kwargs, logits_to_keep=0)
     return None
+
+
+def _check_widths(state: _State, shortest: int, longest: int | None) -> None:
+    """Every [B, T] selection is from ``shortest`` to ``longest`` (None: any) positions wide: at a forward from the
+    sequence's start, as wide as its T positions or wider (generate's later steps run past T); when the probe
+    closes, no wider than the positions that ran, and one more after generate's steps (its last token never runs).
+    A mask of another width would select positions off by the difference."""
+    named = []
+    if state.read is not None:
+        named += [("Read.rows", state.read.rows), *((f"key group {g!r}", m) for g, m in state.read.groups.items())]
+    if state.intervene is not None:
+        named += [("Intervention.rows", state.intervene.rows)]
+        named += [("Intervention.keys", state.intervene.keys)] if state.intervene.masking in KEYED else []
+    for name, selection in named:
+        if not isinstance(selection, torch.Tensor):
+            continue
+        width = selection.shape[1]
+        if width < shortest or (longest is not None and width > longest):
+            ran = f"the input holds {shortest}" if longest is None else f"the forward steps ran {state.reached}"
+            raise ValueError(
+                f"{name} is {width} positions wide, but {ran} positions: build it from the same input (wider only "
+                "by generate's new tokens); a mask of another width would select positions off by the difference"
+            )
 
 
 def _check_ran(state: _State, carries: torch.Tensor | None) -> None:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from helpers.engine import copy_hook
 from helpers.engine.model_files import model_fingerprint
 from helpers.storage import ledger, timers
 
@@ -82,7 +83,30 @@ def _rows_of(value: torch.Tensor, n: int) -> np.ndarray:
 
 
 def _bytes(value: torch.Tensor) -> bytes:
-    return np.ascontiguousarray(value.detach().cpu().numpy()).tobytes()
+    """A tensor's bytes in memory order, for any dtype (bf16 and fp16 included, which numpy does not hold)."""
+    return value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+class LedgerCounter:
+    """The copy ledger's counter for helpers.engine.copy_hook: a call's copies are hashed and counted only while
+    the ledger is open (a chunk of a cached computation being computed, or a run's ledger folder:
+    helpers.storage.ledger.is_open)."""
+
+    @contextmanager
+    def counted(self, loaded, item: dict, spec, start: int, logits_to_keep: int, per_forward: int):
+        if not ledger.is_open():
+            yield
+            return
+        with counted(loaded, item, spec, start, logits_to_keep, per_forward):
+            yield
+
+    def probe_copies(self, loaded, read, intervene):
+        return ProbeCopies(loaded, read, intervene) if ledger.is_open() else None
+
+
+def install() -> None:
+    """Install the copy ledger's counter in the engine (the runner does, for each notebook's kernel)."""
+    copy_hook.install(LedgerCounter())
 
 
 class ProbeCopies:

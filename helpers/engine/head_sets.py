@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 import numpy as np
 import torch
 
-from helpers.engine import attention, copy_ledger
+from helpers.engine import attention, copy_hook
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
 from helpers.engine.inputs import Batch
 from helpers.engine.item import Item
@@ -104,19 +104,27 @@ def run_head_sets(
     its output is remembered for the item's pixel tensor (_Memo).
     """
     item = on_device(loaded, one_item_inputs(loaded, item))
+    length = item["input_ids"].shape[1]
+    _check_sizes(logits_to_keep, max_tokens, length)
     device = loaded.model.device
     heads = as_head_sets(heads).to(device)
     n = heads.shape[0]
     check_masking(masking)
-    keys = _per_copy("keys", keys, n, device) if masking in KEYED else None  # the others act on every key
-    rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n, device)
+    keys = _per_copy("keys", keys, n, length, device) if masking in KEYED else None  # the others act on every key
+    rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n, length, device)
+    bias, factor = _floats("bias", bias, n), _floats("factor", factor, n)
     spec = Intervention(heads=heads, keys=keys, bias=bias, rows=rows, masking=masking, factor=factor)
+    _prepare_intervention(spec, len(loaded.adapter.candidate_layers), loaded.adapter.n_heads)  # before any forward
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
     start = _unchanged_prefix(loaded.adapter, item, spec, logits_to_keep)
     # the clean item's record costs about a copy's forward where no earlier call left it (remember_item)
     prefix = start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values())))
-    with copy_ledger.counted(loaded, item, spec, start if prefix else 0, logits_to_keep, per_forward):
+    counter = copy_hook.installed()  # a run's copy ledger, if one is installed
+    counting = nullcontext()
+    if counter is not None:
+        counting = counter.counted(loaded, item, spec, start if prefix else 0, logits_to_keep, per_forward)
+    with counting:
         if prefix:
             return _from_prefix(loaded, item, spec, logits_to_keep, start, parts)
         with _vision_once(loaded.model):
@@ -438,15 +446,50 @@ def _uniform(value: float | torch.Tensor) -> bool:
     return not isinstance(value, torch.Tensor) or value.ndim == 0 or bool((value == value.flatten()[0]).all())
 
 
-def _per_copy(name: str, selection: torch.Tensor, n: int, device) -> torch.Tensor:
-    """A [1, T] or [n, T] selection -> [n, T] on ``device`` (moved before it is expanded, so one [1, T] row stays
-    one row for every copy: _one_for_all)."""
+def _per_copy(name: str, selection: torch.Tensor, n: int, length: int, device) -> torch.Tensor:
+    """A [1, T] or [n, T] selection of the item's T = ``length`` positions -> [n, T] on ``device`` (moved before it
+    is expanded, so one [1, T] row stays one row for every copy: _one_for_all)."""
     if not isinstance(selection, torch.Tensor) or selection.ndim != 2 or selection.shape[0] not in (1, n):
         raise ValueError(
-            f"{name} must be a bool tensor [1, T] or [{n}, T], got "
+            f"{name} must be a bool tensor [1, {length}] or [{n}, {length}], got "
             f"{type(selection).__name__} {tuple(getattr(selection, 'shape', ()))}"
         )
+    if selection.shape[1] != length:
+        raise ValueError(
+            f"{name} is {selection.shape[1]} positions wide, but the item has {length}: build it from this item's "
+            "batch (e.g. batch.image_mask); a mask of another width would select positions off by the difference"
+        )
     return selection.to(device).expand(n, -1)
+
+
+def _check_sizes(logits_to_keep, max_tokens, length: int) -> None:
+    """logits_to_keep: a whole number from 0 (every position) to the item's T; max_tokens: a whole number >= 1."""
+    if not _whole(logits_to_keep) or not 0 <= logits_to_keep <= length:
+        raise ValueError(
+            f"logits_to_keep={logits_to_keep!r}: use a whole number from 0 (every position's logits) to the item's "
+            f"{length} positions (k: the last k positions')"
+        )
+    if not _whole(max_tokens) or max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens!r}: use a whole number >= 1 (copies x positions per forward)")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _floats(name: str, value, n: int) -> torch.Tensor:
+    """A bias or factor as float32: one value for every copy, or [n], one per head-set; anything else refused."""
+    try:
+        floats = torch.as_tensor(value, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        floats = None
+    if floats is None or floats.ndim > 1 or (floats.ndim == 1 and floats.shape[0] != n):
+        shape = tuple(floats.shape) if floats is not None else type(value).__name__
+        raise ValueError(
+            f"{name}={value!r} ({shape}): use a float{' or HIDE' if name == 'bias' else ''}, the same for every "
+            f"head-set, or a tensor of {n} floats, one per head-set"
+        )
+    return floats
 
 
 def _repeat_layer_input(args: tuple, kwargs: dict, n: int):

@@ -51,15 +51,13 @@ def letter_probs_under(
     runs once for all of them). masking: how the heads are masked (helpers.engine.masking.MASKINGS; every one
     but "hide" takes bias=HIDE, and only "hide" and "rescale" use `keys`); factor: rescale's factor, a float or
     an [n] tensor."""
-    if len(batch.items) != 1:
-        raise ValueError(f"letter_probs_under takes a batch of one item, got {len(batch.items)}")
+    if not isinstance(batch, Batch) or len(batch.items) != 1:
+        raise ValueError(f"letter_probs_under takes a Batch of one item (build_batch), got {batch!r:.80}")
+    if not isinstance(sets_per_forward, int) or isinstance(sets_per_forward, bool) or sets_per_forward < 1:
+        raise ValueError(f"sets_per_forward={sets_per_forward!r}: use a whole number >= 1 (copies per forward)")
     check_masking(masking)
-    n = heads.shape[0]
     if masking not in KEYED:
         keys = None  # the masking acts on every key
-    elif keys.shape[0] not in (1, n):
-        raise ValueError(f"keys has {keys.shape[0]} rows; use 1 or one per head-set ({n})")
-    bias = torch.as_tensor(bias, dtype=torch.float32)
     letter_ids = option_token_ids(lm.processor.tokenizer)
     logits = run_head_sets(  # [n, 1, V]: the output head runs only at the answer row
         lm,
@@ -71,6 +69,6 @@ def letter_probs_under(
         logits_to_keep=1,
         max_tokens=sets_per_forward * batch.inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
         masking=masking,
-        factor=torch.as_tensor(factor, dtype=torch.float32),
+        factor=factor,
     )
     return letter_probs_from_logits(logits[:, -1], letter_ids).cpu()

@@ -43,4 +43,6 @@ def as_head_sets(heads) -> torch.Tensor:
             f"heads must be bool [n_sets, layers, heads], got {heads.dtype} {tuple(heads.shape)}; "
             "build them with stack_head_sets or measures.controls.with_controls"
         )
+    if heads.shape[0] == 0:
+        raise ValueError(f"heads holds no head-set ({tuple(heads.shape)}); pass at least one [layers, heads] set")
     return heads

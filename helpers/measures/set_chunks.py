@@ -110,6 +110,11 @@ def _appended(part: tuple[dict, np.ndarray] | None, arrays: dict, copies: np.nda
 def _copies_per_set(calls: list[np.ndarray], n_sets: int) -> list[np.ndarray]:
     """Per set, the digests of its copies among `calls` (one array per run_head_sets call, its copies in blocks of
     the `n_sets` sets in order: set i at i, n_sets + i, ...)."""
+    if not calls:
+        raise RuntimeError(
+            "no run_head_sets call was counted: a cached computation keeps its copies' digests, so install the copy "
+            "ledger's counter first (helpers.engine.copy_ledger.install(), as the runner does for each notebook)"
+        )
     if any(len(call) % n_sets for call in calls):
         raise ValueError(f"a run_head_sets call's copies are not blocks of the {n_sets} sets computed")
     blocks = [call.reshape(-1, n_sets) for call in calls]

@@ -7,6 +7,7 @@ allowed.
 """
 
 import ast
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -233,8 +234,29 @@ def _check_betas(value):
 def _check_heads(value):
     entries = [value] if isinstance(value, str) else value
     if isinstance(entries, (list, tuple)) and all(isinstance(e, str) and e for e in entries):
+        for entry in entries:
+            _check_json_file(entry)
         return list(entries)
     _fail("heads", value, "use a list of head-set files or discovery setting names, e.g. ['co-ref-qsp']")
+
+
+def _check_json_file(entry: str) -> None:
+    """A JSON head-set file that does not parse, or a head-set record against the schema, refused before the model's
+    config is read (no torch); its layers x heads are checked against the model's later (_check_head_files)."""
+    path = Path(entry).expanduser()
+    if entry in SETTINGS or not path.is_file() or path.suffix in (".npy", ".csv"):
+        return
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        _fail("heads", entry, f"{path}: not valid JSON ({error}); fix: write the file as JSON")
+    if isinstance(record, dict) and "heads" in record:
+        from helpers.storage import headsets
+
+        try:
+            headsets.validate_record(record, path)
+        except ValueError as error:
+            _fail("heads", entry, str(error))
 
 
 def _check_method(value):
@@ -447,7 +469,11 @@ def check_run(source: Path, given: dict) -> SimpleNamespace:
 def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     """The parameters `notebook` declares, read from `namespace` (the notebook's globals()), validated,
     with the run's folders resolved: `out_dir` (tables, figures), `data_dir` (files passed between
-    notebooks) and `cache_dir` (results). A folder left at None is the run's own (helpers/storage/runs.py)."""
+    notebooks) and `cache_dir` (results). A folder left at None is the run's own (helpers/storage/runs.py).
+    The notebook's engine calls are counted in the copy ledger from here on (helpers.engine.copy_hook)."""
+    from helpers.engine import copy_ledger
+
+    copy_ledger.install()
     declared = declared_parameters(notebook)
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}

@@ -103,6 +103,11 @@ def computing(name: str):
         _OPEN[-1].nested_seconds += spent
 
 
+def is_open() -> bool:
+    """Whether copies counted now go anywhere: into a chunk being computed, or into a run's ledger folder."""
+    return bool(_OPEN) or bool(os.environ.get(LEDGER_ENV))
+
+
 def record_copies(digests: np.ndarray, flops: float, seconds: float) -> None:
     """One run_head_sets or probe call's copies: into the chunk being computed, else a line of their own."""
     if _OPEN:

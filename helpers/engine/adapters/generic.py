@@ -66,8 +66,20 @@ class GenericAdapter(Adapter):
         raise NotImplementedError(self.no_region_mapping)
 
 
+# families whose config passes the generic checks below but whose image tokens or attention it would get wrong
+WRONG_UNDER_GENERIC = {
+    "llama4": (
+        "marks each image with an <|image|> token that image_token_index names, while the image features fill the "
+        "<|patch|> tokens around it, so the whole-image group would be the marker, not the image; and its "
+        "attention temperature scaling restarts its positions in rows run after a cached prefix"
+    ),
+}
+
+
 def _generic_refusal(config) -> str | None:
     """Why the generic adapter cannot serve this config, or None."""
+    if config.model_type in WRONG_UNDER_GENERIC:
+        return WRONG_UNDER_GENERIC[config.model_type]
     text = config.get_text_config(decoder=True)
     if getattr(text, "cross_attention_layers", None):
         return (

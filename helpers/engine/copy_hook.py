@@ -1,0 +1,24 @@
+"""Where a run's copy ledger plugs into the engine: run_head_sets and probe count their copies only through the
+counter a run installed, and with none installed they compute and do nothing else.
+
+The runner installs helpers.engine.copy_ledger's counter in every notebook's kernel (helpers.runner.params.gather).
+A counter has ``counted(loaded, item, spec, start, logits_to_keep, per_forward)``, a context manager around
+run_head_sets' forwards, and ``probe_copies(loaded, read, intervene)``: None, or an object whose ``step(tokens,
+start, end)`` sees each forward step of a probe call and whose ``close()`` ends it.
+"""
+
+_INSTALLED: list = []  # the one installed counter, or none
+
+
+def install(counter) -> None:
+    """Make `counter` the one the engine calls (replacing any installed before)."""
+    _INSTALLED[:] = [counter]
+
+
+def uninstall() -> None:
+    _INSTALLED.clear()
+
+
+def installed():
+    """The installed counter, or None."""
+    return _INSTALLED[0] if _INSTALLED else None
