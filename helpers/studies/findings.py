@@ -76,9 +76,9 @@ def generic_damage_sentence(table: pd.DataFrame) -> str:
     """Which generic-damage sets give an NCS of at least MIN_EFFECT, beside the discovered set's."""
     rows = table.set_index("head-set")
     others = rows.drop(index="discovered")
-    necessary = [f"{name} {value:.3f}" for name, value in others["NCS"].items() if exceeds(value)]
+    necessary = [f"{name} {printed(value)}" for name, value in others["NCS"].items() if exceeds(value)]
     return (
-        f"This run: the discovered set's NCS is {rows.loc['discovered', 'NCS']:.3f}; {len(necessary)} of "
+        f"This run: the discovered set's NCS is {printed(rows.loc['discovered', 'NCS'])}; {len(necessary)} of "
         f"{len(others)} generic-damage sets reach NCS >= {MIN_EFFECT:g}: {_names(necessary)}."
     )
 
@@ -201,7 +201,7 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
     return (
         f"This run, generic damage at each method's k: {len(passed)} of {len(tested)} methods' sets are more "
         f"necessary (NCS lower bound >= {MIN_EFFECT:g} above every generic-damage set's NCS): {_names(passed)}. The "
-        f"largest generic-damage NCS: {tested.loc[worst, 'damage NCS max']:.3f} "
+        f"largest generic-damage NCS: {printed(tested.loc[worst, 'damage NCS max'])} "
         f"({tested.loc[worst, 'damage set of max']}, beside {worst}'s set)."
     )
 
@@ -244,8 +244,9 @@ def ncs_rows_sentence(table: pd.DataFrame) -> str:
     )  # fmt: skip
     rows = table.set_index("setting")
     shown = ", ".join(
-        f"{s}: all {rows.loc[s, 'all']:.3f}, prompt {rows.loc[s, 'prompt']:.3f}, last {rows.loc[s, 'last']:.3f}, "
-        f"per layer {rows.loc[s, 'per layer NCS']:.3f}"
+        f"{s}: all {printed(rows.loc[s, 'all'])}, prompt {printed(rows.loc[s, 'prompt'])}, "
+        f"last {printed(rows.loc[s, 'last'])}, "
+        f"per layer {printed(rows.loc[s, 'per layer NCS'])}"
         for s in rows.index[:1]
     )
     return (
@@ -278,7 +279,7 @@ def region_contrast_sentence(table: pd.DataFrame) -> str:
             f"{model + ': ' if model else ''}grid audit {rows['grid audit'].iloc[0]} (oracle "
             f"{rows['grid oracle'].iloc[0]:.3f}, blank {rows['grid blank'].iloc[0]:.3f}); "
             + "; ".join(calls)
-            + f"; the largest NCS_grid, {best['setting']} {best['NCS_grid S']:.3f}, "
+            + f"; the largest NCS_grid, {best['setting']} {printed(best['NCS_grid S'])}, "
             + _attainable_share(float(best["NCS_grid S"]), attainable)
         )
         parts.append(text)
@@ -292,12 +293,12 @@ def _attainable_share(best: float, attainable: float) -> str:
     hiding it from some), that value is no bound and no share is given."""
     if best > attainable:
         return (
-            f"lies above the largest attainable {attainable:.3f} (the cell hidden from every head), which is "
+            f"lies above the largest attainable {printed(attainable)} (the cell hidden from every head), which is "
             "therefore no bound on this model"
         )
     if attainable <= 0:
-        return f"beside a largest attainable of {attainable:.3f} (not positive: no share)"
-    return f"is {best / attainable:.0%} of the largest attainable {attainable:.3f}"
+        return f"beside a largest attainable of {printed(attainable)} (not positive: no share)"
+    return f"is {best / attainable:.0%} of the largest attainable {printed(attainable)}"
 
 
 def rank_p_sentence(table: pd.DataFrame) -> str:
@@ -335,7 +336,7 @@ def ncs_rows_groups_sentence(table: pd.DataFrame) -> str:
     parts = []
     for (selection, rows), group in table.groupby(["selection", "rows"], sort=False):
         beats = _beats(group["setting"], group["p"], group["S"], group["random mean"], group["R"])
-        values = ", ".join(f"{s} {v:.3f}" for s, v in zip(group["setting"], group["S"]))
+        values = ", ".join(f"{s} {printed(v)}" for s, v in zip(group["setting"], group["S"]))
         parts.append(f"{selection} at {rows} rows: {_names(beats)} ({values})")
     return (
         f"This run ({RULE}, R = {int(table['R'].max())}), sets that beat their random sets: " + "; ".join(parts) + "."
@@ -349,7 +350,7 @@ def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
         beats = _beats(rows["k"].astype(int).astype(str), rows["p"], rows["S"], rows["random mean"], rows["R"])
         best = rows.loc[rows["S"].idxmax()]
         parts.append(f"{setting} at k = {_names(beats)} of {', '.join(map(str, rows['k'].astype(int)))} "
-                     f"(largest NCS {best['S']:.3f} at k = {int(best['k'])})")  # fmt: skip
+                     f"(largest NCS {printed(best['S'])} at k = {int(best['k'])})")  # fmt: skip
     return f"This run ({RULE}), top-k sets that beat their random sets: " + "; ".join(parts) + "."
 
 
@@ -387,7 +388,11 @@ def mass_cers_sentence(table: pd.DataFrame) -> str:
     the mean mass and CERS across the random sets."""
     above = table.loc[table["mass S"] - table["mass random max"] > TIE_TOLERANCE, "setting"].tolist()
     rho = table["rho mean"].dropna()
-    spread = f"{rho.min():.2f} to {rho.max():.2f} (median {rho.median():.2f})" if len(rho) else "not estimable"
+    spread = (
+        f"{printed(rho.min(), 2)} to {printed(rho.max(), 2)} (median {printed(rho.median(), 2)})"
+        if len(rho)
+        else "not estimable"
+    )
     return (
         f"This run (R = {int(table['R'].max())}): S's mean image mass lies above every random set's in "
         f"{len(above)} of {len(table)} settings ({_names(above)}); Spearman rho of the mean mass with CERS "
