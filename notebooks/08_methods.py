@@ -175,8 +175,9 @@ damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method",
 # %% [markdown]
 # ## The methods table
 # One row per method: overlap with co-ref-qsp, NCS and CERS against layer-matched and any-layer random sets (Holm
-# across the methods), the half-split ceiling of its strips, and its generic damage (the largest generic-damage NCS
-# and the card's verdict), beside each other; a refused method keeps its reason.
+# within the published methods, and apart within the causal references), the half-split ceiling of its strips, and
+# its generic damage (the largest generic-damage NCS and the card's verdict), beside each other; a refused method
+# keeps its reason.
 
 # %%
 reference = top_k(setting_scores["co-ref-qsp"], k_top)

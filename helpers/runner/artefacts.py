@@ -189,6 +189,7 @@ ARTEFACTS = (
         "NCS of shared vs. setting-specific heads above same-size random controls",
         ("table15_shared_heads",),
         FULL,
+        "p is the paper's paired one-sided test over items (its caption); the rank p among the same sets beside it",
     ),
     Artefact(
         "Table 16",

@@ -1,7 +1,8 @@
 """Do the published methods' top-k sets pass the paper's tests? Notebook 08's NCS and CERS of each method's set
-against layer-matched and any-layer random sets (notebooks 03 and 04's measures, Holm across the methods, the
-verdict by verdicts.judge), its generic damage (notebook 05's Table 12, the report card's verdict), and the methods
-table that puts them beside each method's overlap with co-ref-qsp and its half-split ceiling.
+against layer-matched and any-layer random sets (notebooks 03 and 04's measures, Holm within the published methods
+and apart within the causal references: helpers.measures.methods.holm_family; the verdict by verdicts.judge), its
+generic damage (notebook 05's Table 12, the report card's verdict), and the methods table that puts them beside each
+method's overlap with co-ref-qsp and its half-split ceiling.
 
 Head-sets are bool [L, H]; per-item values [N, 1 + R] (S, then its random sets).
 """
