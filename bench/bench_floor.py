@@ -102,7 +102,7 @@ def main() -> None:
         print(f"where it ran (peaks at start and end {_giga(where_it_ran['peaks_at_start_and_end'])} GFLOP/s):")
         print("\n".join(report_lines(where_it_ran, here["run_json"])))
     else:
-        print(f"{here['run_json']} has no floor measured where it ran (runs before helpers/runner/floor.py)")
+        print(f"{here['run_json']} has no floor measured where it ran (only full runs measure it)")
     print(f"at the peak measured here ({here['peak_flops_per_core'] / 1e9:.0f} GFLOP/s per core):")
     print("\n".join(report_lines(here, here["run_json"])))
     print("\n".join(projection_lines(projected, run, call)))

@@ -62,3 +62,18 @@ def test_run_json_holds_the_times_and_the_floor_where_the_run_ran(tmp_path):
     cores = floor["cores"]
     assert floor["floor_seconds"] == 4e11 / 2e11 / cores and floor["wall_over_floor"] == 20.0 / (2.0 / cores)
     assert floor["notebooks"]["04_ncs"]["floor_seconds_per_copy"] == 0.02  # 4e9 FLOP at 2e11 on one core
+
+
+def test_bench_projects_a_notebooks_wall_from_its_copies_and_its_time_outside_the_calls():
+    from bench.bench_floor import projection
+
+    parts = {"forward": 10.0, "hashing": 2.0, "items": 3.0, "vision": 1.0, "cache_read": 1.0, "cache_write": 1.0}
+    times = {"cpu": 30.0, "wall": 20.0, "cpu_parts": parts | {"rest": 12.0}}
+    ledger_ = {"notebooks": {"04_ncs": {"flops": 2e11, "calls": 10}}}
+    run = {"ledger": ledger_, "times": {"notebooks": {"04_ncs": times}}}
+    call = {"per_copy_over_floor": 1.5, "fixed_seconds": 0.01, "peak_flops": 2e11}  # measured where the peak is 2e11
+    result = projection(run, call, peak=1e11)["04_ncs"]
+    assert result["cpu_seconds_per_group"] == {"calls": 12.0, "items": 4.0, "cache": 2.0, "rest": 12.0}
+    assert result["projected_call_seconds"] == 1.5 * 2.0 + 10 * 0.01 * 2  # FLOPs at 1.5x the floor, fixed per call
+    assert abs(result["projected_wall_seconds"] - (30.0 - 12.0 + 3.2) * 20.0 / 30.0) < 1e-12
+    assert not result["within_tolerance"]  # 14.1 s against 20 s
