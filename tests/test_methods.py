@@ -23,10 +23,11 @@ from helpers.measures.methods import (
     citation,
     holm_family,
     rank_agreement,
+    top1_hits,
 )
 from helpers.measures.methods.cached import method_items, method_score
 from helpers.measures.methods.ceiling import half_split_ceiling, shared_across_halves
-from helpers.measures.methods.common import mean_score
+from helpers.measures.methods.common import answer_positions, mean_score, one_batch
 from helpers.measures.methods.gaze import gaze_from_panel_mass, panel_variants
 from helpers.measures.methods.localization import (
     chord_elbow,
@@ -204,6 +205,27 @@ def test_every_method_has_its_facts():
 @pytest.fixture(scope="module")
 def toy():
     return load_model("toy")
+
+
+class _Captured(Exception):
+    pass
+
+
+def test_ocr_keys_leave_out_the_last_prompt_key_as_their_slice_does(toy, monkeypatch):
+    item = list(items_of("strip_ord", "cm", 1, 0))[0]
+    seen = {}
+
+    def capture(lm, inputs, rows, keys):
+        seen["keys"] = keys
+        raise _Captured
+
+    monkeypatch.setattr(top1_hits, "attention_rows", capture)
+    with pytest.raises(_Captured):
+        top1_hits.ocr_item(toy, item, item.answer)
+    first_answer = int(answer_positions(one_batch(toy, item, item.answer))[0])
+    keys = seen["keys"]
+    # OCR_Head's attn[ans, :-len(generated)]: every prompt key but the last, no answer key
+    assert keys[first_answer - 2] and not keys[first_answer - 1] and not keys[first_answer:].any()
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
