@@ -51,7 +51,7 @@ from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
-from helpers.studies import findings
+from helpers.studies import findings, method_validation
 
 # ------------------------------------------------------------------------------------------------ known cases
 
@@ -328,6 +328,24 @@ def test_holm_runs_within_the_published_methods_so_their_floor_at_r_179_lies_bel
     adjusted = holm(np.full(len(published), 1 / 180))  # every method at its rank p's floor at R = 179
     assert adjusted == pytest.approx(7 / 180) and adjusted.max() < 0.05  # not at .05, where one more row flips it
     assert versus_random(adjusted[0], 0.1, 179, len(published)).outcome == BEATS
+
+
+def test_validation_stats_rank_over_distinct_sets_and_adjust_within_each_holm_family(monkeypatch):
+    def per_item(evaluation, measure, sets):  # S 0.2 above random sets at float noise
+        values = np.random.default_rng(len(sets)).normal(0, 0.001, (6, len(sets)))
+        values[:, 0] += 0.2
+        return values
+
+    monkeypatch.setattr(method_validation, "per_item", per_item)
+    evaluation = SimpleNamespace(lm=SimpleNamespace(adapter=SimpleNamespace(candidate_layers=range(2), n_heads=8)))
+    head_set = np.zeros((2, 8), dtype=bool)
+    head_set[1, :6] = True  # spills 4 heads into layer 0: C(8, 4) = 70 distinct layer-matched sets
+    sets = {"gaze": head_set, "ver": head_set, "ablation": head_set}
+    stats = method_validation.validation_stats(evaluation, sets, 6, 100, 100, 0).set_index(["method", "control"])
+    matched = stats.xs("layer-matched", level="control")
+    assert (matched["R"] == 100).all() and (matched["distinct"] == 70).all() and (matched["p"] == 1 / 71).all()
+    assert matched.loc["gaze", "p Holm"].tolist() == [2 / 71] * 2  # the two published methods
+    assert matched.loc["ablation", "p Holm"].tolist() == [1 / 71] * 2  # the causal reference alone
 
 
 def test_holm_reach_sentence_names_the_floor_and_the_r_needed():
