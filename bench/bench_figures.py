@@ -445,7 +445,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(__import__("os").sched_getaffinity(0)))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    copy_ledger.install()  # as a run's notebooks count their copies (the cached steering run keeps their digests)
+    copy_ledger.install_counter()  # as in a run: the cached steering run keeps its copies' digests
     lm = load_model("toy")
     result = {"kernels": kernels(lm, args.repeats)}
     compile_decoder_layers(lm)  # as notebooks 03-05 run by default

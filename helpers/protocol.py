@@ -47,6 +47,7 @@ def main(argv=None) -> None:
     parser.add_argument("--method", help="discover a head-set with a published method first: " + methods)
     parser.add_argument("--profile", default="default", help="the notebooks' profile: " + profiles)
     parser.add_argument("--k", type=int, help="heads to take from an imported score file")
+    parser.add_argument("--heads-from-other-model", action="store_true", help="card head-sets of another model")
     parser.add_argument("--out", help="the run folder (default: runs/<model>-<hash>/)")
     parser.add_argument("--controls", help="a control scheme for an NCS line beside the layer-matched one: " + schemes)
     add_parameter_option(parser, "a notebook parameter (device, dtype, beta, ...) or a size (n_items, n_random, ...)")
@@ -73,6 +74,7 @@ def main(argv=None) -> None:
     size_overrides = {n: given.pop(n) for n in list(given) if n in sizes.CARD_SIZES["default"]}
     overrides = {"model": args.model, "heads": heads, "profile": args.profile, **given}
     optional = {"sizes": size_overrides or None, "import_k": args.k, "controls": args.controls}
+    optional["heads_from_other_model"] = args.heads_from_other_model or None
     overrides.update({name: value for name, value in optional.items() if value is not None})
     out = Path(args.out).expanduser().resolve() if args.out else None
     folders = runs.in_folder(out) if out else runs.scratch(args.model, overrides)

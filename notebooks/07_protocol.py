@@ -39,6 +39,7 @@ heads = ["co-ref-qsp"]
 # a published method (helpers/measures/methods): its top-k set is discovered on the card's model and carded too
 method = None
 import_k = None
+heads_from_other_model = False  # True: card head-set files discovered on another model (the card says so at its top)
 controls = None
 profile = "default"
 sizes = {}

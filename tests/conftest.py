@@ -18,7 +18,7 @@ def copies_counted():
     installs it for a notebook (the cache keeps each entry's copy digests)."""
     from helpers.engine import copy_hook, copy_ledger
 
-    copy_ledger.install()
+    copy_ledger.install_counter()
     yield
     copy_hook.uninstall()
 

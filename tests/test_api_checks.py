@@ -239,3 +239,29 @@ def test_the_card_refuses_a_bad_out_and_a_malformed_file_before_torch(tmp_path):
         assert fragment in message and imported == [], (name, message, imported)
         print(f"{name}: refused in {time.perf_counter() - began:.2f} s")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_head_set_of_another_model_is_carded_only_when_accepted(tmp_path):
+    """A head-set file naming another model is refused before the card's model loads, accepted with
+    heads_from_other_model, and then named in the first line of the card."""
+    from helpers.runner import params
+    from helpers.studies.protocol import render
+
+    path = tmp_path / "theirs.json"
+    record = {"model": "Qwen/Qwen3-VL-8B-Instruct", "setting": "theirs", "n_layers": 8, "n_heads": 16}
+    path.write_text(json.dumps({**record, "heads": [[0, 1], [3, 4]]}))
+    card = {"model": "toy", "heads": [str(path)], "out_dir": str(tmp_path / "out")}
+    with pytest.raises(
+        params.ParameterError, match="was discovered on model 'Qwen/Qwen3-VL-8B-Instruct', not on 'toy'"
+    ):
+        params.validate(card, "07_protocol")
+    assert params.validate({**card, "heads_from_other_model": True}, "07_protocol").heads == [str(path)]
+    meta = {"model": "toy", "weights fingerprint": "f", "profile": "default", "eval corpus": "co", "beta": 10.0}
+    meta |= {"seed": 0, "seconds": 1.0, "forward copies": {"ncs": 10}, "sizes": {"n_items": 5, "n_random": 3}}
+    meta |= {"other model's head-sets": {"theirs": "Qwen/Qwen3-VL-8B-Instruct"}}
+    meta["sizes"]["n_random_any"] = 3
+    first = render._header({"meta": meta})[0]
+    assert (
+        first
+        == "Head-sets discovered on another model, carded on toy on purpose: theirs (model Qwen/Qwen3-VL-8B-Instruct)."
+    )

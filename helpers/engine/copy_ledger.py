@@ -104,7 +104,7 @@ class LedgerCounter:
         return ProbeCopies(loaded, read, intervene) if ledger.is_open() else None
 
 
-def install() -> None:
+def install_counter() -> None:
     """Install the copy ledger's counter in the engine (the runner does, for each notebook's kernel)."""
     copy_hook.install(LedgerCounter())
 

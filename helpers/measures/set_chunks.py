@@ -113,7 +113,7 @@ def _copies_per_set(calls: list[np.ndarray], n_sets: int) -> list[np.ndarray]:
     if not calls:
         raise RuntimeError(
             "no run_head_sets call was counted: a cached computation keeps its copies' digests, so install the copy "
-            "ledger's counter first (helpers.engine.copy_ledger.install(), as the runner does for each notebook)"
+            "ledger's counter first (helpers.engine.copy_ledger.install_counter(), as the runner does per notebook)"
         )
     if any(len(call) % n_sets for call in calls):
         raise ValueError(f"a run_head_sets call's copies are not blocks of the {n_sets} sets computed")

@@ -342,6 +342,7 @@ CHECKS = {
     "smoke": _check_flag("smoke"),
     "interactive": _check_flag("interactive"),
     "torch_compile": _check_flag("torch_compile"),
+    "heads_from_other_model": _check_flag("heads_from_other_model"),
     "heads": _check_heads,
     "import_k": _check_import_k,
     "controls": _check_controls,
@@ -422,8 +423,10 @@ def declared_parameters(notebook: str) -> dict:
 
 def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> None:
     """Every head-set file in `heads` (setting names are 01_discovery's files, checked when read) reads as a
-    head-set of this model's layers x heads: schema, ranges, import_k (imported_head_sets.read_any)."""
+    head-set of this model's layers x heads: schema, ranges, import_k (imported_head_sets.read_any); a file
+    discovered on another model is refused unless `heads_from_other_model` accepts it."""
     from helpers.measures.imported_head_sets import read_any
+    from helpers.storage import headsets
 
     for entry in checked.get("heads") or []:
         if entry in SETTINGS:
@@ -432,9 +435,16 @@ def _check_head_files(checked: dict, model: str, layers: int, heads: int) -> Non
         if not path.is_file():
             _fail("heads", entry, f"{path} is not a file; give head-set files (json, npy, csv) or setting names")
         try:
-            read_any(path, model, layers, heads, checked.get("import_k"))
+            record = read_any(path, model, layers, heads, checked.get("import_k"))
         except ValueError as error:
             _fail("heads", entry, str(error))
+        if not headsets.same_model(record["model"], model) and not checked.get("heads_from_other_model"):
+            _fail(
+                "heads",
+                entry,
+                f"{path} was discovered on model {record['model']!r}, not on {model!r}; to card another model's "
+                "head-set on purpose pass --heads-from-other-model (-p heads_from_other_model True)",
+            )
 
 
 PARAMETERS_CELL = '# %% tags=["parameters"]'
@@ -473,7 +483,7 @@ def gather(namespace: dict, notebook: str) -> SimpleNamespace:
     The notebook's engine calls are counted in the copy ledger from here on (helpers.engine.copy_hook)."""
     from helpers.engine import copy_ledger
 
-    copy_ledger.install()
+    copy_ledger.install_counter()
     declared = declared_parameters(notebook)
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}

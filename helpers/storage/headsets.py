@@ -94,6 +94,12 @@ def load(path: Path, shape: tuple[int, int] | None = None) -> dict:
     return record
 
 
+def same_model(named: str, model: str) -> bool:
+    """Whether the model a head-set file names is `model`: the same name, or one folder on this machine."""
+    folders = [Path(name).expanduser() for name in (named, model)]
+    return named == model or (folders[0].is_dir() and folders[0].resolve() == folders[1].resolve())
+
+
 def _is_index(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

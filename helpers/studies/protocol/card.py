@@ -337,6 +337,10 @@ def build_card(protocol: Protocol) -> dict:
         "random_means": random_means,
     }
     card["meta"]["not run"] = protocol.no_regions
+    model = protocol.params.model
+    others = {h.name: h.record["model"] for h in sets if not headsets.same_model(h.record["model"], model)}
+    if others:  # carded on purpose (heads_from_other_model): the card says so at its top
+        card["meta"]["other model's head-sets"] = others
     card["verdicts"] = verdict_table(card, audits, ceilings)
     card["conclusion"] = conclusion(card)
     card["meta"]["seconds"] = round(time.time() - start, 1)

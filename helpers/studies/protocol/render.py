@@ -51,7 +51,11 @@ def markdown_table(df: pd.DataFrame) -> str:
 def _header(card: dict) -> list[str]:
     meta, sizes = card["meta"], card["meta"]["sizes"]
     copies = sum(meta["forward copies"].values())
-    return [
+    lines = []
+    if "other model's head-sets" in meta:
+        named = ", ".join(f"{name} (model {model})" for name, model in meta["other model's head-sets"].items())
+        lines.append(f"Head-sets discovered on another model, carded on {meta['model']} on purpose: {named}.")
+    return lines + [
         f"model {meta['model']} (weights {meta['weights fingerprint']}), profile {meta['profile']}: "
         f"N = {sizes['n_items']} evaluation items of corpus {meta['eval corpus']}, R = {sizes['n_random']} "
         f"layer-matched and {sizes['n_random_any']} any-layer random sets, beta = {meta['beta']:g}, "
