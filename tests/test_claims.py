@@ -240,8 +240,10 @@ def test_results_md_holds_the_claims_and_headlines(tmp_path):
     assert path.name == "RESULTS.md" and "fixture run" in text
     assert text.count("\n| ") >= len(claims.CLAIMS) + 7
     ncs, cers = "NCS settings against random at R = 250", "CERS settings against random at R = 250"
-    assert f"| {ncs} (Table 3), Holm across them | 2 beats random, 2 within random of 4 |" in text
-    assert f"| {cers} (Table 3), Holm across them | 4 within random of 4 |" in text
+    family = "family-wise (Holm across the 4 settings at R = 250: smallest possible p 0.016)"
+    both = "2 beats random, 2 within random of 4"
+    assert f"| {ncs} (Table 3) | each against its own random sets: {both}; {family}: {both} |" in text
+    assert f"| {cers} (Table 3) | each against its own random sets: 4 within random of 4; {family}: 4 within" in text
 
 
 def test_a_claim_a_run_cannot_test_says_why_without_reading_its_table(tmp_path):
