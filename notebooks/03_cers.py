@@ -52,6 +52,7 @@ from helpers.figures.causal import plot_against_random, plot_beta_sweep
 from helpers.measures.controls import any_layer_sets
 from helpers.measures.stats import against_random, random_summary
 from helpers.measures.steering import cers, symmetric_cers
+from helpers.measures.verdicts import with_readings
 from helpers.runner import params, report
 from helpers.stimuli.design import SETTINGS
 from helpers.studies import claims, findings
@@ -91,6 +92,7 @@ table3 = pd.DataFrame(
         for s, run in runs.items()
     ]
 )
+table3 = with_readings(table3)  # the paper's two readings: each set against its own random sets, and Holm across 12
 clean = next(iter(runs.values()))
 print(
     f"clean grid accuracy {np.mean(clean['p_clean'].argmax(1) == clean['correct']):.3f}, "

@@ -387,6 +387,18 @@ def two_readings(table: pd.DataFrame, p_column: str = "p") -> Readings:
     return Readings(per_set, family, n_random, holm_floor(n_random, len(rows)))
 
 
+def with_readings(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its two readings as words (verdicts.two_readings): `vs own random sets` (unadjusted rank p) and
+    `family-wise` (Holm across the rows)."""
+    readings = two_readings(table)
+    return table.assign(
+        **{
+            "vs own random sets": [c.outcome for c in readings.per_set],
+            "family-wise": [c.outcome for c in readings.family],
+        }
+    )
+
+
 def family_note(n_sets: int, n_random: int, floor: float) -> str:
     """The family-wise reading's reach at this R: which Holm p's are possible and where the paper makes that claim."""
     note = f"Holm across the {n_sets} settings at R = {n_random}: smallest possible p {floor:.3f}"
