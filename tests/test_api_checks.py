@@ -3,6 +3,7 @@ naming both widths; bf16 pixel values run; the copy ledger is a hook a run insta
 its weights load."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -265,3 +266,26 @@ def test_a_head_set_of_another_model_is_carded_only_when_accepted(tmp_path):
         first
         == "Head-sets discovered on another model, carded on toy on purpose: theirs (model Qwen/Qwen3-VL-8B-Instruct)."
     )
+
+
+def test_letter_probs_and_image_mass_name_a_bad_argument(lm):
+    """letter_probs_under's and image_mass's arguments refused with the value and what is allowed."""
+    from helpers.engine import build_batch, image_mass
+    from helpers.engine.interventions import letter_probs_under
+    from helpers.stimuli.corpora import load_corpus, single_image_items
+
+    batch = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 3, "matched"))
+    heads = torch.ones(1, len(lm.adapter.candidate_layers), lm.adapter.n_heads, dtype=torch.bool)
+    refusals = {
+        "sets_per_forward=0: use a whole number >= 1": lambda: letter_probs_under(
+            lm, batch, heads, batch.image_mask, HIDE, sets_per_forward=0
+        ),
+        "keys must be a bool tensor [1, 47] or [1, 47], got NoneType": lambda: letter_probs_under(
+            lm, batch, heads, None, HIDE
+        ),
+        "bias='x' (str): use a float or HIDE": lambda: letter_probs_under(lm, batch, heads, batch.image_mask, "x"),
+        "row group 'first' is not one of": lambda: image_mass(lm, batch, rows="first"),
+    }
+    for fragment, call in refusals.items():
+        with pytest.raises(ValueError, match=re.escape(fragment)):
+            call()
