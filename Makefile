@@ -4,7 +4,7 @@
 # are installed only where they run: `make setup-cluster`, and `make test` for the launcher's tests.
 PY := .venv/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check
-REQUIREMENTS := requirements.txt requirements-dev.txt
+REQUIREMENTS := requirements.txt requirements-cuda.txt requirements-dev.txt
 STAMP := .venv/.installed-$(shell cat $(REQUIREMENTS) pyproject.toml | sha256sum | cut -c1-12)
 CLUSTER_STAMP := .venv/.cluster-$(shell cat requirements-cluster.txt | sha256sum | cut -c1-12)
 

@@ -4,8 +4,9 @@ project module it imports, so a result is recomputed when any code it ran change
 A module counts by its code alone: not its name, its place or its import lines, so moving or renaming a
 module keeps every cached result (a name imported from a project module counts by that module's code, not
 its name). Docstrings and comments do not count either. Modules are found by parsing, from the project's
-root folder (the one holding ROOT_MARKER); relative imports are followed like absolute ones. A module that
-sets `DECIDES_RESULTS = False` (the cache, its workers, file writing, the path table) decides where and how
+root folder (the one holding ROOT_MARKER; for this project the folder holding helpers/, which in an installed
+copy is site-packages: there only helpers' own modules count); relative imports are followed like absolute ones. A
+module that sets `DECIDES_RESULTS = False` (the cache, its workers, file writing, the path table) decides where and how
 results are kept, not what they are, and is left out.
 """
 
@@ -29,7 +30,8 @@ def project_root(start: Path) -> Path:
 
 @functools.cache
 def _this_project() -> Path:
-    return project_root(Path(__file__).resolve().parent)
+    """The folder holding helpers/: a checkout's root, or site-packages in an installed copy."""
+    return Path(__file__).resolve().parents[2]
 
 
 def code_version(module_name: str, root: Path | None = None) -> str:
@@ -63,7 +65,10 @@ def _file_states(states: tuple) -> tuple:
 
 
 def _module_path(name: str, root: Path) -> Path | None:
-    """The file of project module `name` (a package's __init__.py), or None when `name` is not one."""
+    """The file of project module `name` (a package's __init__.py), or None when `name` is not one. Beside no
+    ROOT_MARKER (an installed copy in site-packages) only the modules of this package are the project's."""
+    if not (root / ROOT_MARKER).is_file() and name.split(".")[0] != __name__.split(".")[0]:
+        return None
     base = root.joinpath(*name.split("."))
     path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     return path if path.is_file() else None

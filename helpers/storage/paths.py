@@ -6,16 +6,23 @@ PAPER_FIGURES, its data to DATA, its executed notebooks to PAPER_FIGURES / "note
 gets a folder of its own under RUNS.
 """
 
+import os
+import sys
 from pathlib import Path
 
 DECIDES_RESULTS = False  # where and how results are kept, not what they are (helpers.storage.code_hash)
-ROOT = Path(__file__).resolve().parents[2]
-HELPERS = ROOT / "helpers"
-NOTEBOOKS = ROOT / "notebooks"
+HELPERS = Path(__file__).resolve().parents[1]
+# A checkout holds pyproject.toml beside helpers/ and writes into itself. An install (`pip install .`) has helpers/
+# in site-packages, its notebooks and the paper's reference tables in SHIPPED (pyproject.toml's data-files), and
+# writes into $VISUAL_HEADS_HOME, else the folder it runs in.
+INSTALLED = not (HELPERS.parent / "pyproject.toml").is_file()
+SHIPPED = Path(sys.prefix) / "share" / "visual-heads-companion"
+ROOT = Path(os.environ.get("VISUAL_HEADS_HOME", Path.cwd())).resolve() if INSTALLED else HELPERS.parent
+NOTEBOOKS = SHIPPED / "notebooks" if INSTALLED else ROOT / "notebooks"
 PAPER_FIGURES = ROOT / "paper_figures"  # published outputs of the default full run (committed)
 PUBLISHED_NOTEBOOKS = PAPER_FIGURES / "notebooks"  # its executed notebooks, .ipynb + .html (committed)
 DATA = ROOT / "data"  # what the default run's notebooks pass to each other: head-sets, score maps (committed)
-REFERENCE = PAPER_FIGURES / "reference"  # the paper's published numbers, as reference data
+REFERENCE = SHIPPED / "reference" if INSTALLED else PAPER_FIGURES / "reference"  # the paper's published numbers
 RUNS = ROOT / "runs"  # one folder per other run: another model, changed parameters, a subset (git-ignored)
 BUILD = ROOT / "build"  # smoke runs, converted notebook sources, browser screenshots (git-ignored)
 CACHE = ROOT / ".cache" / "results"  # per-item results keyed by parameters, model and code (git-ignored)
