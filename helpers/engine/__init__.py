@@ -20,6 +20,9 @@ The whole public API, by module:
 - ``adapters``: one per family (``adapter_for(config)``): candidate layers, head counts, image-token
   positions of a pixel region, and how a family's text-backbone inputs are repeated; families without a
   hand-written adapter get the generic one (whole-image groups only, no region mapping).
+- ``copy_hook`` (no torch): where a run's copy ledger plugs in; ``run_head_sets`` and ``probe`` count their copies
+  only through an installed counter (``copy_ledger.install_counter()``, as the runner does for each notebook), and
+  with none they do nothing but compute.
 - ``item``: ``Item``, the record of one stimulus (image, prompt, regions, options); ``inputs``: items -> one
   left-padded processor batch with query-span and answer masks (``build_batch``); ``one_item``: the front door of
   ``run_head_sets``: an Item, a Batch of one item or a processor output, checked against the family's input layout
