@@ -8,7 +8,8 @@ Profiles (the notebooks' `profile` parameter):
   06: 400 discovery strips, 100 random sets for Table 16 and 80 items per pointing task.
 A smoke run shrinks every size to helpers/runner/params.SMOKE, whatever the profile says. The report card
 (notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at the end of this
-module: every size of the companion is in this one module, which imports no torch.
+module: every size of the companion is in this module (which imports no torch), but for the smoke run's
+(helpers.runner.params.SMOKE) and the depth probe's random sets (helpers.toy.probe.PROBE_RANDOM_SETS).
 
     R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
     rng = np.random.default_rng(sizes.stream(P.seed, "table12/random-2k"))

@@ -1,5 +1,6 @@
 """The artefact index (helpers/runner/artefacts.py) and the generated Tables 28 and 29 (protocol_tables.py)."""
 
+import os
 import re
 from pathlib import Path
 
@@ -10,10 +11,11 @@ from helpers.runner import artefacts
 from helpers.runner.protocol_tables import conversion_table, protocol_table
 from helpers.runner.steps import STEPS
 from helpers.stimuli.design import SETTINGS
-from helpers.storage.paths import REFERENCE
+from helpers.storage.paths import REFERENCE, ROOT
 from helpers.storage.reference import reference
 
-SEED = Path("/work/shared/seeds/000_61aab609fec6d45b.txt")  # the paper's flattened text, where present
+# The paper's flattened text, where present: $PAPER_TEXT, else the seed text beside the checkout
+SEED = Path(os.environ.get("PAPER_TEXT", ROOT.parent / "shared" / "seeds" / "000_61aab609fec6d45b.txt"))
 # The figures and tables the paper's text names: Figure 4 and Table 7 are not among them.
 EXPECTED = {f"Figure {i}" for i in (1, 2, 3, 5, 6, 7, 8)} | {f"Table {i}" for i in range(1, 30) if i != 7}
 

@@ -50,7 +50,7 @@ def item_masses(lm, items: list[Item], rows: str = "prompt") -> dict[str, np.nda
 def mass_run(
     lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache, items_per_forward: int = 16
 ) -> dict[str, np.ndarray]:
-    """Group name -> [L, H]: item_masses over `n_items` items of `kind` (stimuli.KINDS) of `corpus`,
+    """Group name -> [L, H]: item_masses over `n_items` items of `kind` (corpora.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
     key = computation_key(
         **model_identity(lm),

@@ -30,7 +30,7 @@ from helpers.storage.cache import ResultCache, computation_key
 ARMS = ("matched", "mismatched")  # the two arms of NCS
 ALL_ARMS = ("matched", "mismatched", "text")
 KEY_GROUPS = ("image", "text")
-ARM_KINDS = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}  # stimuli.KINDS
+ARM_KINDS = {"matched": "single_matched", "mismatched": "single_mismatched", "text": "text"}  # corpora.KINDS
 
 
 def hidden_keys(batch, keys: str) -> torch.Tensor:

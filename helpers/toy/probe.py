@@ -2,7 +2,7 @@
 
     .venv/bin/python -m helpers.toy.probe [MODEL] [--n-items 40] [--corpus co]
 
-Two properties decide it (shared/design.md, "Depth" and "Calibration"):
+Two properties decide it (helpers/toy/README.md, "Depth and saturation: the probe"):
 - depth: the image hidden from one layer's heads at every query row (the engine's HIDE on the image keys,
   row group "all"), one layer at a time and cumulatively from layer 0. A model that reads the image in one
   layer loses the task there and nowhere else; `largest layer share` is the largest single-layer NCS over
