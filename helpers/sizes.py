@@ -9,7 +9,7 @@ Profiles (the notebooks' `profile` parameter):
 A smoke run shrinks every size to helpers/runner/params.SMOKE, whatever the profile says. The report card
 (notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at the end of this
 module: every size of the companion is in this module (which imports no torch), but for the smoke run's
-(helpers.runner.params.SMOKE) and the depth probe's random sets (helpers.toy.probe.PROBE_RANDOM_SETS).
+(helpers.runner.params.SMOKE).
 
     R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
     rng = np.random.default_rng(sizes.stream(P.seed, "table12/random-2k"))
@@ -45,6 +45,7 @@ SMOKE_SINGLE_HEAD_ITEMS = 4
 # Item pairs of 06's depth probe per model (helpers.toy.probe: one forward per layer, per cumulative layer range
 # and per random k- or 2k-set); a smoke run takes SMOKE_SINGLE_HEAD_ITEMS.
 PROBE_ITEMS = {"default": 40, "paper": 40}
+PROBE_RANDOM_SETS = 20  # the depth probe's uniform random sets per size (k and 2k), under every profile
 
 # R per analysis: {profile: R} where R is an int or the notebook parameter that gives it; an analysis
 # whose referring + query-span rows use another R lists it under "ref-qsp".

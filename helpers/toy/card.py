@@ -16,11 +16,11 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
+from helpers.sizes import PROBE_RANDOM_SETS
 from helpers.stimuli.corpora import STRIP_COLUMNS, STRIP_PANELS
 from helpers.storage.paths import HELPERS, TOY_MODEL, toy_folder
 from helpers.toy.build import DEPTH_DEFAULTS, LLAVA_IMAGE_SIZE, LLAVA_PATCH, MERGE_SIZE
 from helpers.toy.evaluate import THRESHOLDS
-from helpers.toy.probe import PROBE_RANDOM_SETS
 
 TASK_NAMES = {
     "strip_ord": "strip ordinal",

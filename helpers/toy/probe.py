@@ -27,11 +27,11 @@ import numpy as np
 from helpers.engine.loading import load_model
 from helpers.measures.controls import any_layer_sets
 from helpers.measures.necessity import ARMS, necessity_run
+from helpers.sizes import PROBE_RANDOM_SETS
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
 from helpers.storage.paths import CACHE
 
-PROBE_RANDOM_SETS = 20  # uniform random sets per size (k and 2k)
 PROBE_SEED = 4321  # the items (seed of items_of) and the random sets; training draws items from seeds >= 10_000
 
 
