@@ -56,7 +56,11 @@ def card_text(folder: Path) -> str:
         f"# Toy {config.model_type} (`{name}`, model card)",
         "",
         f"`{shown}/` is a `{config.architectures[0]}` saved with `save_pretrained`, "
-        + (f"made by `make toy-model` (helpers.toy.chain: {len(chain)} runs, below), the last of them " if chain else "")
+        + (
+            f"made by `make toy-model` (helpers.toy.chain: {len(chain)} runs, below), the last of them "
+            if chain
+            else ""
+        )
         + f"trained by `python -m helpers.toy.train {command}`{_restarts(summary)} on the synthetic tasks, curriculum "
         "and losses of "
         "helpers/toy/README.md (TRAINING.md for the curriculum at the time of this run); load it as "

@@ -44,8 +44,8 @@ import json
 import math
 import tempfile
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -69,7 +69,8 @@ from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, re
 TRAIN_SEED_BASE = 10_000
 # The training defaults are the first stage of the default toy's chain (helpers/toy/chain.py; reasons in
 # helpers/toy/README.md): Qwen3-VL's own 2 x 2 merge (a 64-px region is 2 x 2 image tokens) and DropHead on every
-# text layer, in a 125-minute budget. The modular toy (`toy-modular`) is `--merge-size 4 --drophead 0 --max-minutes 42`.
+# text layer, in a 125-minute budget. The modular toy (`toy-modular`) is `--merge-size 4 --drophead 0
+# --max-minutes 42`.
 DEFAULT_MERGE, DEFAULT_DROPHEAD, DEFAULT_MINUTES = 2, 0.2, 125.0
 # The run goes through three stages, each a mixture of tasks (share of the conversations of a step),
 # switched by progress (the larger of step / steps and elapsed / budget). Seeing comes first: single
