@@ -759,8 +759,8 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
     state.step_start = cache.get_seq_length() if cache is not None else state.offset
     state.step_end = state.step_start + tokens.shape[1]
     state.selections = {}  # this step's masks are new tensors
-    if state.step_start == state.offset:  # a forward from the sequence's start (generate's first step)
-        _check_widths(state, state.step_end, None)
+    if state.step_start == state.offset:  # a forward from the sequence's start; with a cache, generate's first step
+        _check_widths(state, state.step_end, None if cache is not None else state.step_end)
     state.reached = max(state.reached, state.step_end)
     state.decoded |= state.step_start > state.offset
     if state.copies is not None and tokens.shape[0] == state.batch:  # another batch: the attention layers refuse it
@@ -772,9 +772,9 @@ def _note_step(state: _State, args: tuple, kwargs: dict):
 
 def _check_widths(state: _State, shortest: int, longest: int | None) -> None:
     """Every [B, T] selection is from ``shortest`` to ``longest`` (None: any) positions wide: at a forward from the
-    sequence's start, as wide as its T positions or wider (generate's later steps run past T); when the probe
-    closes, no wider than the positions that ran, and one more after generate's steps (its last token never runs).
-    A mask of another width would select positions off by the difference."""
+    sequence's start, as wide as its T positions, or wider when it fills a cache (generate's later steps run past
+    T); when the probe closes, no wider than the positions that ran, and one more after generate's steps (its last
+    token never runs). A mask of another width would select positions off by the difference."""
     named = []
     if state.read is not None:
         named += [("Read.rows", state.read.rows), *((f"key group {g!r}", m) for g, m in state.read.groups.items())]
@@ -786,7 +786,7 @@ def _check_widths(state: _State, shortest: int, longest: int | None) -> None:
             continue
         width = selection.shape[1]
         if width < shortest or (longest is not None and width > longest):
-            ran = f"the input holds {shortest}" if longest is None else f"the forward steps ran {state.reached}"
+            ran = f"the input holds {shortest}" if shortest else f"the forward steps ran {state.reached}"
             raise ValueError(
                 f"{name} is {width} positions wide, but {ran} positions: build it from the same input (wider only "
                 "by generate's new tokens); a mask of another width would select positions off by the difference"
