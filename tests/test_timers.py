@@ -4,6 +4,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 from helpers.storage import ledger, timers
 
 
@@ -77,3 +79,17 @@ def test_bench_projects_a_notebooks_wall_from_its_copies_and_its_time_outside_th
     assert result["projected_call_seconds"] == 1.5 * 2.0 + 10 * 0.01 * 2  # FLOPs at 1.5x the floor, fixed per call
     assert abs(result["projected_wall_seconds"] - (30.0 - 12.0 + 3.2) * 20.0 / 30.0) < 1e-12
     assert not result["within_tolerance"]  # 14.1 s against 20 s
+
+
+def test_a_forked_worker_writes_its_own_times(tmp_path, monkeypatch):
+    from helpers.storage import workers
+    from helpers.storage.cache import ResultCache
+
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path / "ledger"))
+    monkeypatch.setenv(ledger.NOTEBOOK_ENV, "nb")
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    ResultCache(tmp_path / "cache").cached_chunks("x", {"run": 0}, 40, 1, lambda a, b: {"v": np.arange(a, b)})
+    timers.flush()
+    written = [json.loads(p.read_text()) for p in (tmp_path / "ledger").glob(f"nb.*{timers.SUFFIX}")]
+    assert sorted(record["forked"] for record in written) == [False, True]  # this process and its worker
+    assert sum(record["cpu_parts"]["cache_write"] > 0 for record in written) >= 1  # the chunks' entries saved
