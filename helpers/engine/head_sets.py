@@ -8,6 +8,7 @@ layer (once per call, at batch 1).
 
 from __future__ import annotations
 
+import numbers
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
@@ -474,7 +475,8 @@ def _check_sizes(logits_to_keep, max_tokens, length: int) -> None:
 
 
 def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A whole number (a Python or numpy integer), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _floats(name: str, value, n: int) -> torch.Tensor:

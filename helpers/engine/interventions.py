@@ -10,6 +10,8 @@ text rows (question and options; the paper's question/option rows) or only the "
 says how a head is masked: "hide" (the default) or one of the visual-head repositories' (helpers.engine.masking).
 """
 
+import numbers
+
 import torch
 
 from helpers.engine.head_sets import run_head_sets
@@ -53,7 +55,8 @@ def letter_probs_under(
     an [n] tensor."""
     if not isinstance(batch, Batch) or len(batch.items) != 1:
         raise ValueError(f"letter_probs_under takes a Batch of one item (build_batch), got {batch!r:.80}")
-    if not isinstance(sets_per_forward, int) or isinstance(sets_per_forward, bool) or sets_per_forward < 1:
+    whole = isinstance(sets_per_forward, numbers.Integral) and not isinstance(sets_per_forward, bool)
+    if not whole or sets_per_forward < 1:
         raise ValueError(f"sets_per_forward={sets_per_forward!r}: use a whole number >= 1 (copies per forward)")
     check_masking(masking)
     if masking not in KEYED:
