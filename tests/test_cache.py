@@ -253,12 +253,13 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
     assert {name.removesuffix(".__init__") for name in adapters} <= used  # every family's module is engine code
     kept_only = {name for name in used if not _decides_results(name, root)}
     assert kept_only == {
-        "helpers.engine.copy_ledger",
+        "helpers.engine.copy_hook",
         "helpers.storage.cache",
         "helpers.storage.code_hash",
         "helpers.storage.files",
         "helpers.storage.ledger",
         "helpers.storage.paths",
+        "helpers.storage.timers",
         "helpers.storage.workers",
     }
 

@@ -7,6 +7,7 @@ run_head_sets' forwards, and ``probe_copies(loaded, read, intervene)``: None, or
 start, end)`` sees each forward step of a probe call and whose ``close()`` ends it.
 """
 
+DECIDES_RESULTS = False  # counts what is computed, never changes it (helpers.storage.code_hash)
 _INSTALLED: list = []  # the one installed counter, or none
 
 
