@@ -74,7 +74,8 @@ class ChunkStore:
                 if self.one_copy_per_item and len(tally.all_digests()) != stop - begin:
                     raise RuntimeError(
                         f"{self.label}: items [{begin}, {stop}) made {len(tally.all_digests())} copies; "
-                        "one_copy_per_item needs one per item"
+                        "one_copy_per_item needs one per item (is the copy ledger's counter installed? "
+                        "helpers.engine.copy_ledger.install_counter())"
                     )
                 if head is not None:
                     arrays = {k: np.concatenate([head_arrays[k], v]) for k, v in arrays.items()}
