@@ -316,7 +316,7 @@ def write_run_json(
     those of earlier calls into the same folder; notebooks run side by side overlap), `how` the last call ran
     (jobs, wall_seconds) and `copies`, the copy ledger (helpers.runner.ledger.collect) under `ledger`: its
     notebooks merged with those of earlier calls, its totals and duplicates the last call's. `times`: where each
-    notebook's time went (helpers.storage.timers.collect), merged the same way. `peaks`: the matmul peak per core
+    notebook's time went (helpers.storage.timers.collect_times), merged the same way. `peaks`: the matmul peak per core
     measured at the start and the end of a full run, for its `floor` (helpers.runner.floor)."""
     model = parameters.get("model", "toy")
     record = {
@@ -407,7 +407,7 @@ def main(argv=None) -> None:
     wall = round(time.time() - start, 1)
     peaks = (peak_at_start, floor.matmul_peak()) if full else None
     copies = ledger.collect(ledger_folder(build_dir))
-    times = timers.collect(ledger_folder(build_dir), timings)
+    times = timers.collect_times(ledger_folder(build_dir), timings)
     write_run_json(folders, changed, timings, {"jobs": jobs, "wall_seconds": wall}, copies, times, peaks)
     declared = {f for src in sources if src.stem in STEPS for f in STEPS[src.stem].output_files()}
     if args.shard is None and "INDEX.md" in declared:

@@ -254,6 +254,7 @@ def test_code_version_of_the_real_analyses_covers_the_engine():
     kept_only = {name for name in used if not _decides_results(name, root)}
     assert kept_only == {
         "helpers.engine.copy_hook",
+        "helpers.engine.copy_ledger",
         "helpers.storage.cache",
         "helpers.storage.code_hash",
         "helpers.storage.files",

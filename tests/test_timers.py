@@ -38,7 +38,7 @@ def test_collect_sums_processes_and_leaves_the_rest(tmp_path, monkeypatch):
     (tmp_path / "04_ncs.1.times.json").write_text(json.dumps(kernel))
     (tmp_path / "04_ncs.2.times.json").write_text(json.dumps(worker))
     timers.flush()  # this process: a third file of 04_ncs
-    record = timers.collect(tmp_path, {"04_ncs": 20.0})["notebooks"]["04_ncs"]
+    record = timers.collect_times(tmp_path, {"04_ncs": 20.0})["notebooks"]["04_ncs"]
     assert record["processes"] == 3
     mine = json.loads((tmp_path / f"04_ncs.{os.getpid()}{timers.SUFFIX}").read_text())
     assert record["cpu_parts"]["forward"] == 10.0 + mine["cpu_parts"]["forward"]

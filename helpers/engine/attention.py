@@ -67,7 +67,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from helpers.engine import copy_hook
+from helpers.engine import copy_ledger
 from helpers.engine.masking import KEYED, WEIGHTS, WITHOUT_QK, check_masking
 from helpers.storage import timers
 
@@ -667,7 +667,7 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
 
     ``loaded``: a helpers.engine.LoadedModel. Yields a Recording, complete once the block exits.
     """
-    counter = copy_hook.installed()  # a run's copy ledger, if one is installed
+    counter = copy_ledger.active_counter()  # a run's copy ledger, if one is installed or open
     copies = counter.probe_copies(loaded, read, intervene) if counter is not None else None
     with _probe(loaded, read, intervene, copies=copies) as state:
         with timers.timed("forward"):

@@ -1,14 +1,11 @@
 """Where a run's copy ledger plugs into the engine: run_head_sets and probe count their copies only through the
-counter a run installed, or the copy ledger's while a ledger is open (a cached computation's chunk); with neither
-they compute and do nothing else.
+counter a run installed, and with none installed they compute and do nothing else.
 
 The runner installs helpers.engine.copy_ledger's counter in every notebook's kernel (helpers.runner.params.gather).
 A counter has ``counted(loaded, item, spec, start, logits_to_keep, per_forward)``, a context manager around
 run_head_sets' forwards, and ``probe_copies(loaded, read, intervene)``: None, or an object whose ``step(tokens,
 start, end)`` sees each forward step of a probe call and whose ``close()`` ends it.
 """
-
-from helpers.storage import ledger
 
 DECIDES_RESULTS = False  # counts what is computed, never changes it (helpers.storage.code_hash)
 _INSTALLED: list = []  # the one installed counter, or none
@@ -24,13 +21,5 @@ def uninstall() -> None:
 
 
 def installed():
-    """The installed counter; else, while a run's ledger is open (a chunk of a cached computation being computed,
-    or a run's ledger folder: helpers.storage.ledger.is_open), the copy ledger's own counter, so that a cached
-    computation keeps its copies' digests wherever it runs; else None."""
-    if _INSTALLED:
-        return _INSTALLED[0]
-    if ledger.is_open():
-        from helpers.engine.copy_ledger import LedgerCounter  # torch is loaded: the engine is computing
-
-        return LedgerCounter()
-    return None
+    """The installed counter, or None."""
+    return _INSTALLED[0] if _INSTALLED else None

@@ -109,6 +109,16 @@ def install_counter() -> None:
     copy_hook.install(LedgerCounter())
 
 
+def active_counter():
+    """The counter run_head_sets and probe report to: the installed one (copy_hook); else, while a ledger is open (a
+    chunk of a cached computation being computed, or a run's ledger folder), the copy ledger's own, so that a cached
+    computation keeps its copies' digests wherever it runs; else None, and the call computes and does nothing else."""
+    installed = copy_hook.installed()
+    if installed is not None:
+        return installed
+    return LedgerCounter() if ledger.is_open() else None
+
+
 class ProbeCopies:
     """The copies of one probe call (module docstring): ``step`` at each forward step, ``close`` when the probe
     ends without an error."""

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from helpers.engine import attention, copy_hook
+from helpers.engine import attention, copy_ledger
 from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
 from helpers.engine.inputs import Batch
 from helpers.engine.item import Item
@@ -121,7 +121,7 @@ def run_head_sets(
     start = _unchanged_prefix(loaded.adapter, item, spec, logits_to_keep)
     # the clean item's record costs about a copy's forward where no earlier call left it (remember_item)
     prefix = start and (n * start >= item["input_ids"].shape[1] or _CLEAN.holds(loaded.model, list(item.values())))
-    counter = copy_hook.installed()  # a run's copy ledger, if one is installed
+    counter = copy_ledger.active_counter()  # a run's copy ledger, if one is installed or open
     counting = nullcontext()
     if counter is not None:
         counting = counter.counted(loaded, item, spec, start if prefix else 0, logits_to_keep, per_forward)

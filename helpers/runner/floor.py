@@ -11,10 +11,10 @@ import time
 DECIDES_RESULTS = False  # measures the machine, never changes a result (helpers.storage.code_hash)
 # [m, k] x [k, n] matmuls whose best rate is the peak: 21 copies of a 150-row toy item through its MLP
 # ([T * 21, D] x [D, F], bench_figures' floor), and a large square one
-SHAPES = ((21 * 150, 128, 256), (1024, 1024, 1024))
+MATMUL_SHAPES = ((21 * 150, 128, 256), (1024, 1024, 1024))
 
 
-def matmul_peak(shapes=SHAPES, repeats: int = 5, calls: int = 20) -> float:
+def matmul_peak(shapes=MATMUL_SHAPES, repeats: int = 5, calls: int = 20) -> float:
     """fp32 FLOP/s of one thread: the best rate of `repeats` runs of `calls` matmuls of each shape, in CPU time."""
     import torch
 

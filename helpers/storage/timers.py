@@ -10,7 +10,7 @@
 - "hashing": each run_head_sets call's copy digests for the copy ledger.
 
 Under a run (LEDGER_ENV set), each process writes its sums to <folder>/<notebook>.<pid>.times.json every few
-seconds while it works and when it exits (forked chunk workers: `flush` before `os._exit`). `collect` sums them
+seconds while it works and when it exits (forked chunk workers: `flush` before `os._exit`). `collect_times` sums them
 per notebook: CPU seconds per part and the rest (the process's CPU not inside any part: pandas, figures, Python
 between calls), and the kernel's wall seconds per part (the forked workers' wall overlaps the kernel's).
 """
@@ -90,7 +90,7 @@ os.register_at_fork(after_in_child=_forked)
 atexit.register(flush)
 
 
-def collect(folder: Path, walls: dict) -> dict:
+def collect_times(folder: Path, walls: dict) -> dict:
     """run.json's `times`: per notebook (its files under `folder`) the CPU seconds of its processes in all, per part
     and the rest, and its kernel's wall seconds per part and the rest of `walls[notebook]` (the runner's seconds)."""
     notebooks = {}
