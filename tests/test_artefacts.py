@@ -135,9 +135,7 @@ def test_table_5_both_halves_are_transcribed_from_the_seed_text():
 
 # Words by which an INDEX note states a fact about the paper (what its text holds, its numbers, a mismatch with
 # them): every note that uses one is read by test_every_notes_claims_about_the_paper_hold.
-CLAIMS_ABOUT_THE_PAPER = re.compile(
-    r"seed text|the paper: |paper values|the paper's table|the text lists|paper's \d+"
-)
+CLAIMS_ABOUT_THE_PAPER = re.compile(r"seed text|the paper: |paper values|the paper's table|the text lists|paper's \d+")
 
 
 def _mismatched_protocol_rows() -> dict[str, str]:
