@@ -407,7 +407,7 @@ def _markdown(table: pd.DataFrame) -> str:
 
 
 def _largest(table: pd.DataFrame) -> str:
-    best = table.loc[table.S.idxmax()]
+    best = table.loc[table.S.round(3).idxmax()]  # the first of a tie at the printed precision
     return f"{printed(best.S)} ({best.setting}, p = {best.p:.3f} at R = {best.R})"
 
 

@@ -30,6 +30,12 @@ from helpers.measures.verdicts import (
 RULE = f"rank p <= {ALPHA:g} and S - random mean >= {MIN_EFFECT:g}; not interpretable where no result could pass"
 
 
+def _largest(values: pd.Series, digits: int = 3):
+    """The label of the largest value at the printed precision, the first in order among ties, so that a sentence
+    names the same row whether it reads the computed table or the published CSV (which holds `digits` decimals)."""
+    return values.round(digits).idxmax()
+
+
 def _names(settings: list[str]) -> str:
     return ", ".join(settings) if settings else "none"
 
@@ -140,7 +146,7 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
         f"within the published methods and, apart, within the causal references, <= {ALPHA:g}, and S - random mean "
         f">= {MIN_EFFECT:g}; the floor is the published methods'): " + "; ".join(parts) + ". "
         f"Heads shared with co-ref-qsp's set, per 100 of k: median {overlap.median():.0f}, most {overlap.max():.0f} "
-        f"({overlap.idxmax()})."
+        f"({_largest(overlap, 0)})."
     )
     if refused:
         sentence += f" Refused on this model or these strips: {_names(refused)}."
@@ -178,7 +184,7 @@ def methods_ceiling_sentence(across_halves: pd.DataFrame, ceilings: pd.Series, k
     parts, reached = [], []
     for method in methods:
         others = across_halves.loc[method].drop(method)
-        nearest = others.idxmax()
+        nearest = _largest(others, 1)
         parts.append(f"{method} {ceilings[method]:.1f} / {others[nearest]:.1f} ({nearest})")
         if np.isfinite(ceilings[method]) and round(others[nearest], 1) >= round(ceilings[method], 1):
             reached.append(method)
@@ -197,7 +203,7 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
     NCS lower bound at least MIN_EFFECT above the largest generic-damage NCS), and the largest generic-damage NCS."""
     tested = table[table["kind"] != "refused"].set_index("method")
     passed = tested.index[tested["damage verdict"] == PASS].tolist()
-    worst = tested["damage NCS max"].idxmax()
+    worst = _largest(tested["damage NCS max"])
     return (
         f"This run, generic damage at each method's k: {len(passed)} of {len(tested)} methods' sets are more "
         f"necessary (NCS lower bound >= {MIN_EFFECT:g} above every generic-damage set's NCS): {_names(passed)}. The "
@@ -274,7 +280,7 @@ def region_contrast_sentence(table: pd.DataFrame) -> str:
                 call += f" ({_names(below)} at p <= {ALPHA:g} with an effect below {MIN_EFFECT:g})"
             calls.append(call)
         attainable = float(rows["largest attainable NCS_grid"].iloc[0])
-        best = rows.loc[rows["NCS_grid S"].idxmax()]
+        best = rows.loc[_largest(rows["NCS_grid S"])]
         text = (
             f"{model + ': ' if model else ''}grid audit {rows['grid audit'].iloc[0]} (oracle "
             f"{rows['grid oracle'].iloc[0]:.3f}, blank {rows['grid blank'].iloc[0]:.3f}); "
@@ -348,7 +354,7 @@ def ncs_vs_k_sentence(table: pd.DataFrame) -> str:
     parts = []
     for setting, rows in table.groupby("setting", sort=False):
         beats = _beats(rows["k"].astype(int).astype(str), rows["p"], rows["S"], rows["random mean"], rows["R"])
-        best = rows.loc[rows["S"].idxmax()]
+        best = rows.loc[_largest(rows["S"])]
         parts.append(f"{setting} at k = {_names(beats)} of {', '.join(map(str, rows['k'].astype(int)))} "
                      f"(largest NCS {printed(best['S'])} at k = {int(best['k'])})")  # fmt: skip
     return f"This run ({RULE}), top-k sets that beat their random sets: " + "; ".join(parts) + "."
