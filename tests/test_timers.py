@@ -2,29 +2,37 @@
 
 import json
 import os
-import time
 
 import numpy as np
 
 from helpers.storage import ledger, timers
 
 
-def _spin(seconds: float) -> None:
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
+class _Clock:
+    """A process and a wall clock that advance only when told (the test's seconds, not the machine's)."""
+
+    def __init__(self):
+        self.cpu, self.wall = 0.0, 1000.0
+
+    def spend(self, cpu: float, wall: float) -> None:
+        self.cpu, self.wall = self.cpu + cpu, self.wall + wall
 
 
 def test_a_block_inside_another_counts_in_its_own_part_only(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(timers.time, "process_time", lambda: clock.cpu)
+    monkeypatch.setattr(timers.time, "perf_counter", lambda: clock.wall)
     monkeypatch.setattr(timers, "_cpu", dict.fromkeys(timers.PARTS, 0.0))
     monkeypatch.setattr(timers, "_wall", dict.fromkeys(timers.PARTS, 0.0))
+    monkeypatch.setitem(timers._state, "flushed", clock.wall)  # no flush inside the test
     with timers.timed("forward"):
-        _spin(0.05)
+        clock.spend(0.05, 0.06)
         with timers.timed("vision"):
-            _spin(0.1)
-    assert 0.1 <= timers._cpu["vision"] < 0.13
-    assert 0.05 <= timers._cpu["forward"] < 0.08  # the vision tower's 0.1 s left out
-    assert timers._wall["vision"] >= 0.1 and timers._wall["forward"] >= 0.05
+            clock.spend(0.1, 0.2)
+        clock.spend(0.01, 0.01)
+    assert abs(timers._cpu["vision"] - 0.1) < 1e-12 and abs(timers._wall["vision"] - 0.2) < 1e-12
+    assert abs(timers._cpu["forward"] - 0.06) < 1e-12  # the vision tower's 0.1 s left out
+    assert abs(timers._wall["forward"] - 0.07) < 1e-12
 
 
 def test_collect_sums_processes_and_leaves_the_rest(tmp_path, monkeypatch):
