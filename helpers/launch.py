@@ -18,9 +18,12 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from helpers.runner.cli import add_parameter_option
 from helpers.storage import paths
+
+KERNEL_STAGGER_S = 2.0  # between two local shards' starts
 
 
 def runner_command(notebooks: list[str], overrides: list[list[str]], out: str | None, *extra: str) -> list[str]:
@@ -49,8 +52,13 @@ def run_command(command: list[str]) -> int:
 
 
 def on_processes(commands: list[list[str]]) -> None:
-    """Every command at once as a process of this machine; raise if one fails."""
-    running = [subprocess.Popen(command, cwd=paths.ROOT, env=_environment()) for command in commands]
+    """Every command at once as a process of this machine, each started KERNEL_STAGGER_S after the one before (two
+    Jupyter kernels started in the same instant can be handed the same free TCP port); raise if one fails."""
+    running = []
+    for command in commands:
+        if running:
+            time.sleep(KERNEL_STAGGER_S)
+        running.append(subprocess.Popen(command, cwd=paths.ROOT, env=_environment()))
     failed = [" ".join(command) for command, process in zip(commands, running) if process.wait() != 0]
     if failed:
         raise RuntimeError(f"shard(s) failed: {failed}")
