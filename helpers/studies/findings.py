@@ -304,7 +304,8 @@ def _attainable_share(best: float, attainable: float) -> str:
         )
     if attainable <= 0:
         return f"beside a largest attainable of {printed(attainable)} (not positive: no share)"
-    return f"is {best / attainable:.0%} of the largest attainable {printed(attainable)}"
+    share = 100 * round(best, 3) / round(attainable, 3)  # of the values as printed, so the CSV gives the same share
+    return f"is {printed(share, 0)}% of the largest attainable {printed(attainable)}"
 
 
 def rank_p_sentence(table: pd.DataFrame) -> str:
