@@ -1,5 +1,6 @@
-"""Where a run's copy ledger plugs into the engine: run_head_sets and probe count their copies only through the
-counter a run installed, and with none installed they compute and do nothing else.
+"""Where a run's copy ledger plugs into the engine: run_head_sets and probe count their copies through the counter
+a run installed here, or the copy ledger's own while a ledger is open (helpers.engine.copy_ledger.active_counter);
+with neither they compute and do nothing else.
 
 The runner installs helpers.engine.copy_ledger's counter in every notebook's kernel (helpers.runner.params.gather).
 A counter has ``counted(loaded, item, spec, start, logits_to_keep, per_forward)``, a context manager around

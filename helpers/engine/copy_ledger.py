@@ -104,9 +104,12 @@ class LedgerCounter:
         return ProbeCopies(loaded, read, intervene) if ledger.is_open() else None
 
 
+COUNTER = LedgerCounter()  # stateless: one serves every call
+
+
 def install_counter() -> None:
     """Install the copy ledger's counter in the engine (the runner does, for each notebook's kernel)."""
-    copy_hook.install(LedgerCounter())
+    copy_hook.install(COUNTER)
 
 
 def active_counter():
@@ -116,7 +119,7 @@ def active_counter():
     installed = copy_hook.installed()
     if installed is not None:
         return installed
-    return LedgerCounter() if ledger.is_open() else None
+    return COUNTER if ledger.is_open() else None
 
 
 class ProbeCopies:

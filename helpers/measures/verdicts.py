@@ -370,10 +370,17 @@ class Readings:
     per_set: list[Call]  # each set's rank p among its own random sets (floor 1 / (R + 1)): Table 3, Figure 3
     family: list[Call]  # the rank p's Holm-adjusted across the table's sets: Table 10's claim at R = 250
     n_random: int  # the fewest distinct random sets of any row
-    holm_floor: float  # the smallest Holm-adjusted p any set of the table can get at that R
 
     def note(self) -> str:
-        return family_note(len(self.per_set), self.n_random, self.holm_floor)
+        """The family-wise reading's reach at this R: the smallest Holm p possible, and where the paper makes that
+        claim when no set can reach ALPHA here."""
+        floor = holm_floor(self.n_random, len(self.per_set))
+        note = f"Holm across the {len(self.per_set)} settings at R = {self.n_random}: smallest possible p {floor:.3f}"
+        if floor > ALPHA:
+            note += (
+                f" > {ALPHA:g}, no set can survive it (the paper's family-wise claim is Table 10, R = {R_FAMILY_WISE})"
+            )
+        return note
 
 
 def two_readings(table: pd.DataFrame, p_column: str = "p") -> Readings:
@@ -384,7 +391,7 @@ def two_readings(table: pd.DataFrame, p_column: str = "p") -> Readings:
     per_set = [judge(row, p_column) for row in rows]
     family = [judge({**row, "p Holm": p}, "p Holm", len(rows)) for row, p in zip(rows, adjusted)]
     n_random = int(table["distinct"].min()) if "distinct" in table else int(table["R"].min())
-    return Readings(per_set, family, n_random, holm_floor(n_random, len(rows)))
+    return Readings(per_set, family, n_random)
 
 
 def with_readings(table: pd.DataFrame) -> pd.DataFrame:
@@ -397,14 +404,3 @@ def with_readings(table: pd.DataFrame) -> pd.DataFrame:
             "family-wise": [c.outcome for c in readings.family],
         }
     )
-
-
-def family_note(n_sets: int, n_random: int, floor: float) -> str:
-    """The family-wise reading's reach at this R: which Holm p's are possible and where the paper makes that claim."""
-    note = f"Holm across the {n_sets} settings at R = {n_random}: smallest possible p {floor:.3f}"
-    if floor > ALPHA:
-        return (
-            note
-            + f" > {ALPHA:g}, no set can survive it (the paper's family-wise claim is Table 10, R = {R_FAMILY_WISE})"
-        )
-    return note

@@ -247,7 +247,7 @@ def _separates(contrast, cers):
     row = contrast.set_index("comparison").loc["qsp - last"]
     difference, p = float(row["mean difference"]), float(row["p (paired t)"])
     ncs_differs = paired_difference(p, difference)
-    steer_count, steer_detail, no_steering = _cers_rank_p(cers)
+    _, steer_detail, no_steering = _cers_rank_p(cers)
     detail = (
         f"NCS: qsp - last {printed(difference)}, paired t p = {p:.2g} "
         f"({'differs' if ncs_differs else 'does not differ'}); CERS: {steer_detail}"

@@ -315,11 +315,7 @@ def rank_p_sentence(table: pd.DataFrame) -> str:
     names = table["setting"].tolist()
     parts, family = [], []
     for measure in ("CERS", "NCS"):
-        a = _beats(names, table[f"{measure} p A"], table[f"{measure} S"], table[f"{measure} random A"], table.R)
-        b = _beats(names, table[f"{measure} p B"], table[f"{measure} S"], table[f"{measure} random B"], table.R)
-        changed = sorted(set(a) ^ set(b), key=names.index)
-        parts.append(f"{measure}: A {len(a)} of {len(names)} ({_names(a)}), B {len(b)} ({_names(b)}), "
-                     f"call changed from A to B: {_names(changed)}")  # fmt: skip
+        beats = {}
         for control in ("A", "B"):
             columns = {
                 f"{measure} S": "S",
@@ -327,12 +323,18 @@ def rank_p_sentence(table: pd.DataFrame) -> str:
                 f"{measure} p {control}": "p",
             }
             readings = two_readings(table[[*columns, "setting", "R"]].rename(columns=columns))
+            beats[control] = [n for n, c in zip(names, readings.per_set) if c.outcome == BEATS]
             held = [n for n, c in zip(names, readings.family) if c.outcome == BEATS]
             family.append(f"{measure} {control} {_names(held)}")
+        a, b = beats["A"], beats["B"]
+        changed = sorted(set(a) ^ set(b), key=names.index)
+        parts.append(f"{measure}: A {len(a)} of {len(names)} ({_names(a)}), B {len(b)} ({_names(b)}), "
+                     f"call changed from A to B: {_names(changed)}")  # fmt: skip
+    note = readings.note()  # every column of the table has the same R
     return (
         f"This run ({RULE}, R = {int(table['R'].max())}), each set against its own random sets: "
         + "; ".join(parts)
-        + f". Family-wise ({readings.note()}): "
+        + f". Family-wise ({note}): "
         + ", ".join(family)
         + "."
     )
