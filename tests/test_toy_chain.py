@@ -8,7 +8,7 @@ import pytest
 from helpers.storage.paths import TOY_MODEL, TOY_MODELS
 from helpers.toy.build import DEPTH_DEFAULTS
 from helpers.toy.chain import DEFAULT_CHAIN, RECIPE_KEYS, Stage
-from helpers.toy.train import DEFAULT_DROPHEAD, DEFAULT_MERGE, DEFAULT_MINUTES
+from helpers.toy.train import DEFAULT_DROPHEAD, DEFAULT_MERGE, DEFAULT_MINUTES, Recipe, argument_parser
 
 DEFAULT = json.loads((TOY_MODEL / "heldout_accuracy.json").read_text())
 
@@ -54,3 +54,10 @@ def test_a_stage_command_names_every_recipe_flag():
     assert "--option-smoothing=0.02" in command and "--init-from=toy-depth-nowords-nodh" in command
     assert "--name=depth-nodh-p98" in command
     assert len([arg for arg in command if arg.startswith("--")]) == len(RECIPE_KEYS) + 2
+
+
+@pytest.mark.parametrize("stage", DEFAULT_CHAIN, ids=lambda s: s.name)
+def test_a_stage_command_parses_into_the_recipe_it_records(stage: Stage):
+    recipe = Recipe(**vars(argument_parser().parse_args(stage.command())))
+    assert {key: getattr(recipe, key) for key in RECIPE_KEYS} == stage.recipe()
+    assert (recipe.name, recipe.init_from) == (stage.name, stage.init_from)

@@ -3,7 +3,6 @@ batches the evaluation and the engine use, and every answer turn carries a total
 
 import csv
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from helpers.toy.train import (
     POSITION_TABLE_STD,
     QK_NORM_GAIN,
     STAGES,
+    Recipe,
     adapted_mixture,
     conversation_batch,
     depth_recipe,
@@ -241,7 +241,7 @@ def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenize
     recipe = {"family": "qwen3_vl", "layers": 8, "seed": 0, "batch_size": 24, "lr": 1e-3, "merge_size": 2}
     summary = {**recipe, "drophead": 0.2, "steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}
     depth = depth_recipe(None)  # the saved run predates the depth recipe: its defaults
-    args = SimpleNamespace(**recipe, drophead=0.2, **depth)
+    args = Recipe(**recipe, drophead=0.2, **depth)
     with pytest.raises(ValueError, match="holds no weights"):
         earlier_run(tmp_path, args, processor)
     _finished_run(tmp_path, processor, summary, 3)
@@ -249,11 +249,9 @@ def test_a_restart_continues_only_a_finished_run_of_the_same_recipe_and_tokenize
     assert cycles == [{"steps": 3, "train_seconds": 60.0, "max_minutes": 1.0}]
     assert [(row["step"], row["cycle"]) for row in rows] == [("1", 1), ("2", 1), ("3", 1)]
     with pytest.raises(ValueError, match=r"'drophead': \(0.2, 0.0\)"):
-        earlier_run(tmp_path, SimpleNamespace(**recipe, drophead=0.0, **depth), processor)
+        earlier_run(tmp_path, Recipe(**recipe, drophead=0.0, **depth), processor)
     with pytest.raises(ValueError, match=r"'option_smoothing': \(0.0, 0.005\)"):
-        earlier_run(
-            tmp_path, SimpleNamespace(**recipe, drophead=0.2, **(depth | {"option_smoothing": 0.005})), processor
-        )
+        earlier_run(tmp_path, Recipe(**recipe, drophead=0.2, **(depth | {"option_smoothing": 0.005})), processor)
     with pytest.raises(ValueError, match="not the one this code builds"):
         earlier_run(tmp_path, args, build_processor("llava"))
     _finished_run(tmp_path, processor, summary, 2)

@@ -4,7 +4,6 @@ smoothing among the option letters, and a run started from another toy's weights
 """
 
 import json
-from dataclasses import dataclass
 
 import torch
 
@@ -12,26 +11,11 @@ from helpers.storage.paths import toy_folder
 from helpers.toy.build import DEPTH_DEFAULTS
 
 
-@dataclass(frozen=True)
-class Recipe:
-    """The loss settings of a run that the depth recipe changes (defaults: every toy before it).
-
-    image_word_layer: the hidden state the image-word loss reads (0: the language model's input);
-    image_word_weight: that loss's weight (0 drops it);
-    option_smoothing: label smoothing among the four option letters (Szegedy et al. 2016; Mueller et al.
-    2019, arXiv 1906.02629): a letter answer's target is 1 - eps on the correct letter and eps / 3 on each
-    other letter, nothing on the rest of the vocabulary, so the four-letter P(correct) is trained to 1 - eps."""
-
-    image_word_layer: int = DEPTH_DEFAULTS["image_word_layer"]
-    image_word_weight: float = DEPTH_DEFAULTS["image_word_weight"]
-    option_smoothing: float = DEPTH_DEFAULTS["option_smoothing"]
-
-
 def letter_answer_loss(
     logits: torch.Tensor, letter_target: torch.Tensor, letter_ids: list[int], eps: float
 ) -> torch.Tensor:
     """[M]: the cross-entropy of each letter answer (logits [M, V] at the position that predicts it, letter_target
-    [M] its option index) against the smoothed target of Recipe.option_smoothing."""
+    [M] its option index) against the target smoothed by `eps` (helpers.toy.train.Recipe.option_smoothing)."""
     log_probs = logits.log_softmax(dim=-1)[:, letter_ids]  # [M, 4]
     target = torch.full_like(log_probs, eps / (len(letter_ids) - 1))
     target.scatter_(1, letter_target[:, None], 1.0 - eps)
@@ -73,9 +57,10 @@ class LayerImageDrop:
             handle.remove()
 
 
-def depth_recipe(args) -> dict:
-    """The depth recipe's settings of a run (`args` None: DEPTH_DEFAULTS, the recipe of every toy before it)."""
-    return {key: getattr(args, key) if args else default for key, default in DEPTH_DEFAULTS.items()}
+def depth_recipe(recipe) -> dict:
+    """The depth recipe's settings of a run's `recipe` (helpers.toy.train.Recipe; None: DEPTH_DEFAULTS, the recipe
+    of every toy before it)."""
+    return {key: getattr(recipe, key) if recipe else default for key, default in DEPTH_DEFAULTS.items()}
 
 
 def initialised_from(name: str) -> dict:

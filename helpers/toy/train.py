@@ -61,7 +61,7 @@ from helpers.storage.cache import ResultCache
 from helpers.storage.paths import CACHE, TOY_MODELS, toy_folder
 from helpers.toy.build import DEPTH_DEFAULTS, FAMILIES, MERGE_SIZE, MERGE_SIZES, build_config, build_processor
 from helpers.toy.card import write_card
-from helpers.toy.depth import LayerImageDrop, Recipe, depth_recipe, initialised_from, letter_answer_loss
+from helpers.toy.depth import LayerImageDrop, depth_recipe, initialised_from, letter_answer_loss
 from helpers.toy.evaluate import evaluate, pointing_audit
 from helpers.toy.probe import depth_profile, log_columns, profile_line
 from helpers.toy.tasks import POINTING_KINDS, RETARGETABLE, build_task_items, retarget
@@ -182,7 +182,7 @@ PROMPT_LOSS_WEIGHT = 0.3  # next-token loss on the prompt text, beside the answe
 # the cell's letter): the words the questions use. Then "what is in panel 3" and "which cell shows the
 # red star" are matches of a word to a token that carries it, and the answer copies the matched token's
 # other words (see image_word_loss). Its weight and the hidden state it reads are the depth recipe's
-# (helpers/toy/depth.py Recipe; DEPTH_DEFAULTS for the toys before it: weight 0.5 at the input).
+# (Recipe below; DEPTH_DEFAULTS for the toys before it: weight 0.5 at the input).
 # Every mention of a shown object in a strip or grid conversation (its label's last token, in prompts and
 # answers) must name the object's place (panel digit or cell letter) from the hidden state after
 # PLACE_LAYER layers, read through the final norm and the tied head: the object word itself is the query
@@ -204,6 +204,71 @@ QK_NORM_GAIN = 2.0  # initial query / key RMSNorm gains (see initialise)
 # washed out: a linear probe told a strip token's panel from the language model's input 1.00 at
 # initialisation and 0.21 after a full run (chance 0.17), leaving "which panel shows X" no place to read.
 POSITION_TABLE_STD = 0.5
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot run: a value out of range, or a start (restart, init_from) it cannot start from."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training run, as its flags give it (defaults: the first stage of the default toy's chain), beside the
+    curriculum and losses above that every run shares.
+
+    family, layers: the model (helpers.toy.build); seed: torch's seed of the initialisation (items are fixed);
+    name: its folder under helpers/toy/models/ (None: the family's name; load it as toy-<name>);
+    steps, max_minutes: the schedule's length, in steps and in minutes (progress is the larger share);
+    batch_size: conversations per step; lr: the peak learning rate after warmup_steps of linear warmup;
+    weight_decay, betas: AdamW's; clip_norm: the gradient norm clipped to; threads: torch's CPU threads;
+    merge_size: patches merged per image token, per side (None: DEFAULT_MERGE, MERGE_SIZE for llava);
+    drophead: DropHead's probability per head (add_drophead);
+    image_word_layer: the hidden state the image-word loss reads (0: the language model's input);
+    image_word_weight: that loss's weight (0 drops it);
+    layer_image_drop: per sequence and layer, P(image hidden from the layer) (helpers.toy.depth.LayerImageDrop);
+    option_smoothing: label smoothing among the four option letters (Szegedy et al. 2016; Mueller et al.
+    2019, arXiv 1906.02629): a letter answer's target is 1 - eps on the correct letter and eps / 3 on each
+    other letter, nothing on the rest of the vocabulary, so the four-letter P(correct) is trained to 1 - eps;
+    init_from: the toy whose weights it starts from (toy, toy-<name>; None: an initialisation);
+    restart: one more cycle of the schedule from the weights already in its folder (a warm restart);
+    eval_every: steps between quick evaluations, depth probes and checkpoint saves;
+    n_eval: held-out items per task of the final evaluation (half as many per pointing task)."""
+
+    family: str = "qwen3_vl"
+    layers: int = 8
+    seed: int = 0
+    name: str | None = None
+    steps: int = 6000
+    batch_size: int = 24
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    clip_norm: float = 1.0
+    max_minutes: float = DEFAULT_MINUTES
+    threads: int = 2
+    merge_size: int | None = None
+    drophead: float = DEFAULT_DROPHEAD
+    image_word_layer: int = DEPTH_DEFAULTS["image_word_layer"]
+    image_word_weight: float = DEPTH_DEFAULTS["image_word_weight"]
+    layer_image_drop: float = DEPTH_DEFAULTS["layer_image_drop"]
+    option_smoothing: float = DEPTH_DEFAULTS["option_smoothing"]
+    init_from: str | None = None
+    restart: bool = False
+    eval_every: int = 400
+    n_eval: int = 200
+
+    def __post_init__(self):
+        if self.merge_size is None:
+            object.__setattr__(self, "merge_size", MERGE_SIZE if self.family == "llava" else DEFAULT_MERGE)
+        for key in ("drophead", "layer_image_drop", "option_smoothing"):
+            if not 0 <= getattr(self, key) < 1:
+                raise RecipeError(f"--{key.replace('_', '-')} {getattr(self, key)} is not a probability in [0, 1)")
+        if not 0 <= self.image_word_layer <= self.layers:
+            raise RecipeError(f"--image-word-layer {self.image_word_layer} is not one of 0-{self.layers}")
+        if self.restart and self.init_from:
+            raise RecipeError(
+                "--restart continues this folder's run; --init-from starts a new one from another toy: give one"
+            )
 
 
 def stage_mixture(progress: float, opening_end: float) -> dict:
@@ -503,23 +568,23 @@ def save_model(model, processor, folder):
     processor.save_pretrained(folder)
 
 
-def earlier_run(model_dir, args, processor) -> tuple[list[dict], list[dict]]:
+def earlier_run(model_dir, recipe: Recipe, processor) -> tuple[list[dict], list[dict]]:
     """The cycles [{steps, train_seconds, max_minutes}] and log rows of the run saved in `model_dir`, which a
-    --restart continues; a ValueError unless that run had this run's recipe and tokenizer."""
+    restart continues; a RecipeError unless that run had this `recipe` and tokenizer."""
     summary_path, log_path = model_dir / "heldout_accuracy.json", model_dir / "training_log.csv"
     if not (summary_path.is_file() and log_path.is_file() and (model_dir / "model.safetensors").is_file()):
-        raise ValueError(f"--restart continues a finished run, but {model_dir} holds no weights, log and summary")
+        raise RecipeError(f"--restart continues a finished run, but {model_dir} holds no weights, log and summary")
     summary = json.loads(summary_path.read_text())
-    recipe = {
-        "family": args.family, "layers": args.layers, "seed": args.seed, "batch_size": args.batch_size,
-        "lr": args.lr, "merge_size": args.merge_size, "drophead": args.drophead, **depth_recipe(args),
+    given = {
+        "family": recipe.family, "layers": recipe.layers, "seed": recipe.seed, "batch_size": recipe.batch_size,
+        "lr": recipe.lr, "merge_size": recipe.merge_size, "drophead": recipe.drophead, **depth_recipe(recipe),
     }  # fmt: skip
     saved = depth_recipe(None) | summary  # runs from before the depth recipe had its defaults
-    differing = {key: (saved.get(key), value) for key, value in recipe.items() if saved.get(key) != value}
+    differing = {key: (saved.get(key), value) for key, value in given.items() if saved.get(key) != value}
     if differing:
-        raise ValueError(f"--restart must keep the saved run's recipe; (saved, given) differ for {differing}")
+        raise RecipeError(f"--restart must keep the saved run's recipe; (saved, given) differ for {differing}")
     if AutoProcessor.from_pretrained(model_dir).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
-        raise ValueError(f"the tokenizer saved in {model_dir} is not the one this code builds: retrain from scratch")
+        raise RecipeError(f"the tokenizer saved in {model_dir} is not the one this code builds: retrain from scratch")
     cycles = summary.get("cycles") or [
         {"steps": summary["steps"], "train_seconds": summary["train_seconds"], "max_minutes": summary["max_minutes"]}
     ]
@@ -537,128 +602,69 @@ def output_folder(family: str, name: str | None) -> Path:
     return TOY_MODELS / (name or family.replace("_", ""))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=FAMILIES, default="qwen3_vl")
-    parser.add_argument("--layers", type=int, default=8, help="text decoder layers")
-    parser.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (items are fixed)")
-    parser.add_argument("--name", default=None, help="folder under helpers/toy/models/ (load as toy-<name>)")
-    parser.add_argument("--steps", type=int, default=6000)
-    parser.add_argument("--batch-size", type=int, default=24)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument(
-        "--max-minutes",
-        type=float,
-        default=DEFAULT_MINUTES,
-        help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1",
-    )
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 is faster on a shared CPU)")
-    parser.add_argument(
-        "--merge-size",
-        type=int,
-        choices=MERGE_SIZES,
-        default=None,
-        help=f"Qwen towers: patches merged per image token, per side (4: one token per 64-px region; 2: 2 x 2); "
-        f"default {DEFAULT_MERGE} ({MERGE_SIZE} for llava, its only layout)",
-    )
-    parser.add_argument(
-        "--drophead", type=float, default=DEFAULT_DROPHEAD, help="DropHead probability per head (add_drophead)"
-    )
-    parser.add_argument(
-        "--image-word-layer",
-        type=int,
-        default=DEPTH_DEFAULTS["image_word_layer"],
-        help="hidden state the image-word loss reads (0: the input)",
-    )
-    parser.add_argument(
-        "--image-word-weight", type=float, default=DEPTH_DEFAULTS["image_word_weight"], help="0 drops that loss"
-    )
-    parser.add_argument(
-        "--layer-image-drop",
-        type=float,
-        default=DEPTH_DEFAULTS["layer_image_drop"],
-        help="per sequence and layer, P(image hidden from the layer)",
-    )
-    parser.add_argument(
-        "--option-smoothing",
-        type=float,
-        default=DEPTH_DEFAULTS["option_smoothing"],
-        help="label smoothing among the four option letters",
-    )
-    parser.add_argument(
-        "--init-from",
-        default=None,
-        help="start from this toy's weights (a name: toy, toy-<name>) instead of an initialisation; same tokenizer",
-    )
-    parser.add_argument(
-        "--eval-every", type=int, default=400, help="quick evaluation, depth probe and a checkpoint save"
-    )
-    parser.add_argument("--n-eval", type=int, default=200, help="held-out items per task for the final JSON")
-    parser.add_argument(
-        "--restart",
-        action="store_true",
-        help="one more cycle of the schedule (--steps, --max-minutes) from the weights already in the output folder "
-        "(a warm restart); its log and held-out summary are extended",
-    )
-    args = parser.parse_args()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)
-    if args.merge_size is None:
-        args.merge_size = MERGE_SIZE if args.family == "llava" else DEFAULT_MERGE
-    for flag in ("drophead", "layer_image_drop", "option_smoothing"):
-        if not 0 <= getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is not a probability in [0, 1)")
-    if not 0 <= args.image_word_layer <= args.layers:
-        parser.error(f"--image-word-layer {args.image_word_layer} is not one of 0-{args.layers}")
-    if args.restart and args.init_from:
-        parser.error("--restart continues this folder's run; --init-from starts a new one from another toy: give one")
-    model_dir = output_folder(args.family, args.name)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    processor = build_processor(args.family, args.merge_size)
-    origin = None  # the toy an --init-from run started from, kept through its restarts
-    if args.restart:
-        try:
-            earlier_cycles, earlier_rows = earlier_run(model_dir, args, processor)
-        except ValueError as error:
-            parser.error(str(error))
+def starting_point(recipe: Recipe, model_dir: Path, processor) -> tuple:
+    """(model, earlier cycles, earlier log rows, origin) of a run: a restart's weights and the cycles and rows it
+    continues, the init_from toy's weights, or an initialisation; origin is the toy an init_from run started
+    from, kept through its restarts (None from an initialisation). A RecipeError if it cannot start there."""
+    if recipe.restart:
+        earlier_cycles, earlier_rows = earlier_run(model_dir, recipe, processor)
         origin = json.loads((model_dir / "heldout_accuracy.json").read_text()).get("initialised_from")
-        model = AutoModelForImageTextToText.from_pretrained(model_dir)
-    elif args.init_from:
-        earlier_cycles, earlier_rows = [], []
-        source = toy_folder(args.init_from)
+        return AutoModelForImageTextToText.from_pretrained(model_dir), earlier_cycles, earlier_rows, origin
+    if recipe.init_from:
+        source = toy_folder(recipe.init_from)
         if source is None or not (source / "heldout_accuracy.json").is_file():
-            parser.error(f"--init-from {args.init_from!r} is not a trained toy: give toy or toy-<name>")
-        origin = initialised_from(args.init_from)
+            raise RecipeError(f"--init-from {recipe.init_from!r} is not a trained toy: give toy or toy-<name>")
+        origin = initialised_from(recipe.init_from)
         if AutoProcessor.from_pretrained(source).tokenizer.get_vocab() != processor.tokenizer.get_vocab():
-            parser.error(f"--init-from {args.init_from}: its tokenizer is not the one this code builds")
-        model = AutoModelForImageTextToText.from_pretrained(source)
-    else:
-        earlier_cycles, earlier_rows = [], []
-        model = AutoModelForImageTextToText.from_config(
-            build_config(processor.tokenizer, args.family, args.layers, args.merge_size)
-        )
-        initialise(model)
+            raise RecipeError(f"--init-from {recipe.init_from}: its tokenizer is not the one this code builds")
+        return AutoModelForImageTextToText.from_pretrained(source), [], [], origin
+    model = AutoModelForImageTextToText.from_config(
+        build_config(processor.tokenizer, recipe.family, recipe.layers, recipe.merge_size)
+    )
+    initialise(model)
+    return model, [], [], None
+
+
+def write_log(model_dir: Path, log_rows: list[dict]) -> None:
+    """training_log.csv: one row per step, a column per key any row has."""
+    columns = list(dict.fromkeys(key for row in log_rows for key in row))
+    with open(model_dir / "training_log.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(log_rows)
+
+
+def train(recipe: Recipe) -> dict:
+    """Train `recipe` into its folder (output_folder): the weights and processor, training_log.csv,
+    heldout_accuracy.json and the card. Returns the summary heldout_accuracy.json holds."""
+    torch.manual_seed(recipe.seed)
+    torch.set_num_threads(recipe.threads)
+    torch.set_flush_denormal(True)
+    model_dir = output_folder(recipe.family, recipe.name)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    processor = build_processor(recipe.family, recipe.merge_size)
+    model, earlier_cycles, earlier_rows, origin = starting_point(recipe, model_dir, processor)
     adapter = adapter_for(model.config, processor)
     first_step = sum(cycle["steps"] for cycle in earlier_cycles)  # this cycle's items follow the earlier cycles'
     earlier_seconds = sum(cycle["train_seconds"] for cycle in earlier_cycles)
-    drophead_hooks = add_drophead(model, args.drophead)
-    image_drop = LayerImageDrop(model, args.layer_image_drop)
-    recipe = Recipe(args.image_word_layer, args.image_word_weight, args.option_smoothing)
-    print(f"{args.family}: params {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M -> {model_dir}", flush=True)
+    drophead_hooks = add_drophead(model, recipe.drophead)
+    image_drop = LayerImageDrop(model, recipe.layer_image_drop)
+    print(
+        f"{recipe.family}: params {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M -> {model_dir}", flush=True
+    )
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    optimizer = torch.optim.AdamW(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay, betas=recipe.betas)
 
     start = time.time()
     log_rows, running_loss, opening, opening_end = [], {}, 0, 0.0
-    for step in range(args.steps):
-        progress = max(step / args.steps, (time.time() - start) / (60 * args.max_minutes))
+    for step in range(recipe.steps):
+        progress = max(step / recipe.steps, (time.time() - start) / (60 * recipe.max_minutes))
         if progress >= 1:
-            print(f"time budget of {args.max_minutes} min reached after {step} steps", flush=True)
+            print(f"time budget of {recipe.max_minutes} min reached after {step} steps", flush=True)
             break
         model.train()
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, progress, args.lr, warmup=100)
+            group["lr"] = learning_rate(step, progress, recipe.lr, warmup=recipe.warmup_steps)
         optimizer.zero_grad()
         while opening < len(OPENINGS) and (
             running_loss.get(OPENINGS[opening].gate, math.inf) < OPENINGS[opening].learned_loss
@@ -667,13 +673,13 @@ def main():
             print(f"opening {OPENINGS[opening].name!r} ended at step {step} ({time.time() - start:.0f} s)", flush=True)
             opening, opening_end = opening + 1, progress
         if opening < len(OPENINGS):
-            mixture, batch_size = OPENINGS[opening].mixture, args.batch_size * OPENINGS[opening].batch_scale
+            mixture, batch_size = OPENINGS[opening].mixture, recipe.batch_size * OPENINGS[opening].batch_scale
         else:
-            mixture, batch_size = stage_mixture(progress, opening_end), args.batch_size
+            mixture, batch_size = stage_mixture(progress, opening_end), recipe.batch_size
         mixture = adapted_mixture(mixture, running_loss)
         conversations = sample_conversations(first_step + step, batch_size, mixture)
         loss, turn_loss = training_step(model, processor, adapter, conversations, recipe, image_drop)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip_norm)
         optimizer.step()
         for kind, value in turn_loss.items():
             running_loss[kind] = (
@@ -688,7 +694,7 @@ def main():
             "elapsed_s": round(earlier_seconds + time.time() - start, 1),
             **{f"loss_{kind}": round(value, 4) for kind, value in sorted(running_loss.items())},
         }
-        if (step + 1) % args.eval_every == 0:
+        if (step + 1) % recipe.eval_every == 0:
             quick = evaluate(model, processor, n_per_kind=24, seed=999)
             row.update({kind: result["value"] for kind, result in quick.items()})
             save_model(model, processor, model_dir)
@@ -702,18 +708,13 @@ def main():
         log_rows.append(row)
 
     log_rows = earlier_rows + log_rows
-    columns = list(dict.fromkeys(key for row in log_rows for key in row))
-    with open(model_dir / "training_log.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(log_rows)
-
+    write_log(model_dir, log_rows)
     cycles = [
         *earlier_cycles,
         {
             "steps": len(log_rows) - first_step,
             "train_seconds": round(time.time() - start, 1),
-            "max_minutes": args.max_minutes,
+            "max_minutes": recipe.max_minutes,
         },
     ]
     for handle in drophead_hooks:
@@ -722,22 +723,22 @@ def main():
     save_model(model, processor, model_dir)
     shipped = AutoModelForImageTextToText.from_pretrained(model_dir)
     shipped_processor = AutoProcessor.from_pretrained(model_dir)
-    results = evaluate(shipped, shipped_processor, n_per_kind=args.n_eval)
-    pointing_results = pointing_audit(shipped, shipped_processor, n_per_task=args.n_eval // 2)
+    results = evaluate(shipped, shipped_processor, n_per_kind=recipe.n_eval)
+    pointing_results = pointing_audit(shipped, shipped_processor, n_per_task=recipe.n_eval // 2)
     summary = {
-        "family": args.family,
-        "layers": args.layers,
-        "seed": args.seed,
+        "family": recipe.family,
+        "layers": recipe.layers,
+        "seed": recipe.seed,
         "steps": len(log_rows),
         "cycles": cycles,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
+        "batch_size": recipe.batch_size,
+        "lr": recipe.lr,
         "train_seconds": round(sum(cycle["train_seconds"] for cycle in cycles), 1),
         "max_minutes": cycles[0]["max_minutes"],
-        "threads": args.threads,
-        "merge_size": args.merge_size,
-        "drophead": args.drophead,
-        **depth_recipe(args),
+        "threads": recipe.threads,
+        "merge_size": recipe.merge_size,
+        "drophead": recipe.drophead,
+        **depth_recipe(recipe),
         **({"initialised_from": origin} if origin else {}),
         "results": results,
         "probe": depth_profile(load_model(str(model_dir)), ResultCache(CACHE)),
@@ -746,6 +747,85 @@ def main():
     (model_dir / "heldout_accuracy.json").write_text(json.dumps(summary, indent=2) + "\n")
     write_card(model_dir)
     print(json.dumps(summary, indent=2), flush=True)
+    return summary
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command's flags: one per Recipe field a run is given, its default the Recipe's."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=FAMILIES, default=Recipe.family)
+    parser.add_argument("--layers", type=int, default=Recipe.layers, help="text decoder layers")
+    parser.add_argument(
+        "--seed", type=int, default=Recipe.seed, help="torch seed of the initialisation (items are fixed)"
+    )
+    parser.add_argument("--name", default=Recipe.name, help="folder under helpers/toy/models/ (load as toy-<name>)")
+    parser.add_argument("--steps", type=int, default=Recipe.steps)
+    parser.add_argument("--batch-size", type=int, default=Recipe.batch_size)
+    parser.add_argument("--lr", type=float, default=Recipe.lr)
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=Recipe.max_minutes,
+        help="time budget: the schedule follows max(step/steps, elapsed/budget) and stops at 1",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=Recipe.threads, help="torch CPU threads (1 is faster on a shared CPU)"
+    )
+    parser.add_argument(
+        "--merge-size",
+        type=int,
+        choices=MERGE_SIZES,
+        default=Recipe.merge_size,
+        help=f"Qwen towers: patches merged per image token, per side (4: one token per 64-px region; 2: 2 x 2); "
+        f"default {DEFAULT_MERGE} ({MERGE_SIZE} for llava, its only layout)",
+    )
+    parser.add_argument(
+        "--drophead", type=float, default=Recipe.drophead, help="DropHead probability per head (add_drophead)"
+    )
+    parser.add_argument(
+        "--image-word-layer",
+        type=int,
+        default=Recipe.image_word_layer,
+        help="hidden state the image-word loss reads (0: the input)",
+    )
+    parser.add_argument("--image-word-weight", type=float, default=Recipe.image_word_weight, help="0 drops that loss")
+    parser.add_argument(
+        "--layer-image-drop",
+        type=float,
+        default=Recipe.layer_image_drop,
+        help="per sequence and layer, P(image hidden from the layer)",
+    )
+    parser.add_argument(
+        "--option-smoothing",
+        type=float,
+        default=Recipe.option_smoothing,
+        help="label smoothing among the four option letters",
+    )
+    parser.add_argument(
+        "--init-from",
+        default=Recipe.init_from,
+        help="start from this toy's weights (a name: toy, toy-<name>) instead of an initialisation; same tokenizer",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=Recipe.eval_every, help="quick evaluation, depth probe and a checkpoint save"
+    )
+    parser.add_argument("--n-eval", type=int, default=Recipe.n_eval, help="held-out items per task for the final JSON")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="one more cycle of the schedule (--steps, --max-minutes) from the weights already in the output folder "
+        "(a warm restart); its log and held-out summary are extended",
+    )
+    return parser
+
+
+def main():
+    """The flags into a Recipe, then train it; a recipe that cannot run stops with its message."""
+    parser = argument_parser()
+    try:
+        train(Recipe(**vars(parser.parse_args())))
+    except RecipeError as error:
+        parser.error(str(error))
 
 
 if __name__ == "__main__":
