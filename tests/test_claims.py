@@ -5,7 +5,7 @@ import math
 import pandas as pd
 
 from helpers.measures import verdicts as v
-from helpers.measures.printed import printed
+from helpers.measures.printed import as_printed, printed
 from helpers.measures.stats import holm
 from helpers.studies import claims
 
@@ -231,6 +231,24 @@ def test_the_verdict_has_three_outcomes_with_reasons():
     assert v.versus_random(1 / 21, 0.7, 20, random_sd=0.0001, on_z=True).reason == v.SD_BELOW
     assert v.can_pass(19) and not v.can_pass(18) and not v.can_pass(20, 3) and v.can_pass(59, 3)
     assert v.versus_random(0.0, math.inf, 59, 3).outcome == v.BEATS
+
+
+def test_a_verdict_judges_the_numbers_as_the_table_prints_them():
+    """0.00997 prints as 0.010 and reaches MIN_EFFECT = 0.01; 0.00949 prints as 0.009 and does not: the verdict, its
+    reason and the table's CSV read the same numbers."""
+    assert (as_printed(0.00997), as_printed(0.00949), as_printed(-0.0001)) == (0.01, 0.009, 0.0)
+    reached = v.versus_random(1 / 21, 0.00997, 20)
+    assert (reached.outcome, reached.reason) == (v.BEATS, v.PASSED) and "effect 0.010:" in reached.text
+    below = v.versus_random(1 / 21, 0.00949, 20)
+    assert (below.outcome, below.reason) == (v.WITHIN, v.EFFECT_BELOW) and "effect 0.009:" in below.text
+    assert v.exceeds(0.00997) and not v.exceeds(0.00949)
+    row = {"S": 0.00997, "random mean": 0.0001, "p": 1 / 21, "R": 20}  # the toy's cm-ref-out symmetric CERS
+    published = {"S": 0.010, "random mean": 0.000, "p": 0.048, "R": 20}  # the same row in its CSV
+    assert v.judge(row).outcome == v.judge(published).outcome == v.BEATS
+    # each column as printed, then the difference: 0.0104 - 0.0006 reads 0.010 - 0.001 = 0.009
+    assert v.judge({**row, "S": 0.0104, "random mean": 0.0006}).reason == v.EFFECT_BELOW
+    assert v.versus_random(0.0504, 0.5, 20).outcome == v.BEATS  # p prints as 0.050 <= 0.05
+    assert v.versus_random(1 / 21, 0.5, 20, random_sd=0.0006, on_z=True).outcome == v.BEATS  # SD prints 0.001
 
 
 def test_results_md_holds_the_claims_and_headlines(tmp_path):

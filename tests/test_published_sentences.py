@@ -36,9 +36,9 @@ SENTENCES = [
         findings.region_contrast_sentence,
         "table16_region_contrast_models",
         # the run at fc9fd55: toy-depth-nowords-nodh's cm-ref-out symmetric CERS effect is just under 0.01 and prints
-        # as 0.010 in the CSV (a verdict on the effect at the printed precision is the fix), and toy-llava's share
-        # printed "-0%" (fixed since); strict, so the next default run must clear it
-        marks=pytest.mark.xfail(strict=True, reason="published run predates the printed-precision share"),
+        # as 0.010 in the CSV, and toy-llava's share printed "-0%" (both fixed since: verdicts judge the numbers as
+        # printed, the share is of the printed values); strict, so the next default run must clear it
+        marks=pytest.mark.xfail(strict=True, reason="published run predates the verdicts and share as printed"),
     ),
     ("08_methods", findings.methods_validation_sentence, "methods_validation"),
     ("08_methods", findings.methods_damage_sentence, "methods_validation"),

@@ -6,7 +6,9 @@ Rules (the thresholds are named constants, so a report states what it applied):
 - baseline audit (Table 22): each clean P(correct) must lie in AUDIT_RANGES; a check that depends on an
   audit out of range (DEPENDS_ON) is "not interpretable", never scored;
 - every comparison counts a difference as an effect only when it reaches MIN_EFFECT (exceeds), never on a
-  float-noise margin;
+  float-noise margin; a verdict compares each number with its threshold as the tables print it (printed.as_printed,
+  at printed.TABLE_DIGITS decimals; a difference of two printed columns as `printed_difference`), so an effect
+  printed as 0.010 reaches 0.01 and one printed as 0.009 does not;
 - against random sets (`versus_random`, the one rule of every table, figure colour, sentence, claim and
   card row; tests/test_verdict_rule.py fails on any module that decides on p or effect by itself): beats
   random when the (Holm-adjusted) rank p <= ALPHA and S exceeds the random sets' mean by MIN_EFFECT;
@@ -25,19 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from helpers.measures.printed import printed
+from helpers.measures.names import CONTROL_SCHEMES
+from helpers.measures.printed import as_printed, printed
 from helpers.measures.stats import holm
-from helpers.sizes import CONTROL_SCHEMES
+from helpers.sizes import RANDOM_SETS
 
 PASS, FAIL, NOT_INTERPRETABLE, NOT_RUN = "pass", "fail", "not interpretable", "not run"
 ALPHA = 0.05
-R_FAMILY_WISE = 250  # the R of the paper's family-wise claim (Table 10): Holm across 12 can reach 12 / 251 = .048
+# The R of the paper's family-wise claim (Table 10): Holm across 12 can reach 12 / 251 = .048
+R_FAMILY_WISE = RANDOM_SETS["table10"]["paper"]
 AUDIT_RANGES = {"oracle": (0.85, 1.0), "blank": (0.15, 0.35), "matched": (0.85, 1.0), "mismatched": (0.15, 0.35)}
 AUDIT_EXPECTED = {"oracle": "~1", "blank": "~0.25", "matched": "~1", "mismatched": "~0.25"}
 CEILING_SHARE = 0.8
 # The smallest difference in P(correct), or in a score made of such differences (NCS, CERS), that a verdict
-# counts as an effect: one percentage point. The tables print three decimals, so it shows as >= 0.010;
-# below it lie float noise (~1e-6 where both sides are ~0) and changes no reader would call an effect.
+# counts as an effect: one percentage point, judged as the tables print it (three decimals: >= 0.010); below it
+# lie float noise (~1e-6 where both sides are ~0) and changes no reader would call an effect.
 MIN_EFFECT = 0.01
 GRID_AUDITS = ("oracle", "blank")  # the 2x2 grid: CERS, its beta sweep and NCS_grid rest on it
 SINGLE_AUDITS = ("matched", "mismatched")  # the single-image MCQ: NCS, generic damage, row groups
@@ -97,8 +101,13 @@ def blocked_by(check: str, audits: list[Verdict]) -> str | None:
 
 
 def exceeds(difference: float, minimum: float = MIN_EFFECT) -> bool:
-    """`difference` counts as an effect: it reaches `minimum` (a tie is anything closer to 0 than that)."""
-    return bool(difference >= minimum)
+    """`difference` counts as an effect: as printed, it reaches `minimum` (a tie is anything closer to 0 than that)."""
+    return bool(as_printed(difference) >= minimum)
+
+
+def printed_difference(a: float, b: float) -> float:
+    """a - b as a reader takes it from a table: the difference of the two values as printed."""
+    return as_printed(as_printed(a) - as_printed(b))
 
 
 BEATS, WITHIN = "beats random", "within random"  # with NOT_INTERPRETABLE, the outcomes of `versus_random`
@@ -113,7 +122,6 @@ SD_BELOW = "random SD below the z-estimable bound"  # a z-based call whose z mea
 # A z needs random sets that vary: below this SD (a tenth of MIN_EFFECT) the random sets sit at float noise
 # and z = (S - mean) / SD measures that noise, not S (the tables cap and flag it at Z_CAP).
 Z_SD_FLOOR = MIN_EFFECT / 10
-PRINTED_DIGITS = 3  # the tables print S and the random sets' range with three decimals
 
 
 @dataclass(frozen=True)
@@ -142,17 +150,19 @@ def versus_random(
     sentence, claim and card row.
 
     p: S's rank p (Holm-adjusted across `n_tests` sets when n_tests > 1); effect: S minus the random sets'
-    mean; n_random: the number of DISTINCT random sets p was ranked among. In order:
+    mean; n_random: the number of DISTINCT random sets p was ranked among. p, the effect, the range's width and
+    the SD meet their thresholds as printed (as_printed). In order:
     - not interpretable when no result could pass: 1 / (n_random + 1) > alpha (TOO_FEW_SETS), or
       n_tests / (n_random + 1) > alpha (HOLM_FLOOR); when the random sets' range [min, max] (`random_range`)
-      is narrower than `minimum` and S lies in it at PRINTED_DIGITS decimals (TIED: the random sets and S
+      is narrower than `minimum` and S lies in it as printed (TIED: the random sets and S
       sit together and the rank follows float noise); for a call on z (`on_z`) when `random_sd` is below
       Z_SD_FLOOR (SD_BELOW);
     - beats random when p <= alpha AND the effect reaches `minimum` (PASSED);
     - within random otherwise (P_ABOVE, or EFFECT_BELOW: p at most alpha with S too close to the mean)."""
     floor = n_tests / (n_random + 1)
+    p, effect = as_printed(p), as_printed(effect)
     which_p = "rank p" if n_tests == 1 else f"rank p Holm-adjusted across {n_tests} sets"
-    numbers = f"{which_p} {p:.3f} over {n_random} distinct random sets, effect {printed(effect, 4)}"
+    numbers = f"{which_p} {printed(p)} over {n_random} distinct random sets, effect {printed(effect)}"
     if 1 / (n_random + 1) > alpha:
         why = f"{n_random} distinct random set(s): the rank p cannot go below {1 / (n_random + 1):.3f} > {alpha:g}"
         return Call(NOT_INTERPRETABLE, TOO_FEW_SETS, why)
@@ -162,14 +172,13 @@ def versus_random(
     if s is not None and random_range is not None and _tied(s, *random_range, minimum):
         low, high = random_range
         why = (
-            f"S {printed(s, PRINTED_DIGITS)} lies in the random range {printed(low, PRINTED_DIGITS)} to "
-            f"{printed(high, PRINTED_DIGITS)}, "
+            f"S {printed(s)} lies in the random range {printed(low)} to {printed(high)}, "
             f"narrower than {minimum:g}: S and the random sets sit together"
         )
         return Call(NOT_INTERPRETABLE, TIED, why)
     if on_z and not z_estimable(random_sd):
         return Call(NOT_INTERPRETABLE, SD_BELOW, f"random SD {random_sd:.2g} < {Z_SD_FLOOR:g}: z is not estimable")
-    if p <= alpha and effect >= minimum:
+    if p <= alpha and exceeds(effect, minimum):
         return Call(BEATS, PASSED, f"{numbers}: p <= {alpha:g} and effect >= {minimum:g}")
     if p <= alpha:
         return Call(
@@ -179,19 +188,19 @@ def versus_random(
 
 
 def _tied(s: float, low: float, high: float, minimum: float) -> bool:
-    """S and a random range narrower than `minimum` that holds S at the printed precision."""
-    rounded = [round(float(v), PRINTED_DIGITS) for v in (s, low, high)]
-    return bool(high - low < minimum and rounded[1] <= rounded[0] <= rounded[2])
+    """S and a random range narrower than `minimum` that holds S, all as printed."""
+    return bool(printed_difference(high, low) < minimum and as_printed(low) <= as_printed(s) <= as_printed(high))
 
 
 def judge(row: dict, p_column: str = "p", n_tests: int = 1, on_z: bool = False, alpha: float = ALPHA) -> Call:
     """`versus_random` on a table row: S, random mean, R (or 'distinct', the distinct random sets, where the
-    row has it), `p_column`, and where present random min / max and random sd."""
+    row has it), `p_column`, and where present random min / max and random sd; the effect is S minus the random
+    mean as the table prints them (`printed_difference`)."""
     n_random = int(row["distinct"]) if "distinct" in row else int(row["R"])
     has_range = "random min" in row and "random max" in row
     return versus_random(
         float(row[p_column]),
-        float(row["S"]) - float(row["random mean"]),
+        printed_difference(row["S"], row["random mean"]),
         n_random,
         n_tests,
         s=float(row["S"]),
@@ -208,10 +217,10 @@ def outcomes(table: pd.DataFrame, p_column: str = "p", n_tests: int = 1) -> list
 
 
 def in_range(s: float, low: float, high: float, minimum: float = MIN_EFFECT) -> bool | None:
-    """S lies in the random range [low, high] at the printed precision (True) or outside it (False); None where
-    S ties with an edge of a range narrower than `minimum` (S and the random sets sit together: no reading)."""
-    s_, low_, high_ = (round(float(v), PRINTED_DIGITS) for v in (s, low, high))
-    if high - low < minimum and s_ in (low_, high_):
+    """S lies in the random range [low, high] as printed (True) or outside it (False); None where S ties with an
+    edge of a range narrower than `minimum` (S and the random sets sit together: no reading)."""
+    s_, low_, high_ = (as_printed(v) for v in (s, low, high))
+    if printed_difference(high, low) < minimum and s_ in (low_, high_):
         return None
     return bool(low_ <= s_ <= high_)
 
@@ -222,8 +231,9 @@ def can_pass(n_random: int, n_tests: int = 1, alpha: float = ALPHA) -> bool:
 
 
 def paired_difference(p: float, difference: float, alpha: float = ALPHA, minimum: float = MIN_EFFECT) -> bool:
-    """Two settings' paired comparison: the difference reaches `minimum` with its paired p below `alpha`."""
-    return bool(p < alpha and difference >= minimum)
+    """Two settings' paired comparison: the difference reaches `minimum` with its paired p below `alpha`, both as
+    printed."""
+    return bool(as_printed(p) < alpha and exceeds(difference, minimum))
 
 
 def p_at_least(p_values, bound: float) -> bool:
@@ -232,8 +242,8 @@ def p_at_least(p_values, bound: float) -> bool:
 
 
 def z_estimable(random_sd: float) -> bool:
-    """A z-score means something: the random sets' SD reaches Z_SD_FLOOR."""
-    return bool(random_sd >= Z_SD_FLOOR)
+    """A z-score means something: the random sets' SD, as printed, reaches Z_SD_FLOOR."""
+    return bool(as_printed(random_sd) >= Z_SD_FLOOR)
 
 
 def holm_floor(n_random: int, n_sets: int) -> float:
@@ -297,7 +307,7 @@ def damage_verdict(head_set: str, s_low: float, damage: pd.DataFrame, audits: li
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)
-    if exceeds(s_low - worst["NCS"]):
+    if exceeds(printed_difference(s_low, worst["NCS"])):
         return Verdict(
             head_set, check, PASS, number, f"S's necessity exceeds every generic-damage set's by >= {MIN_EFFECT:g}"
         )
@@ -307,12 +317,10 @@ def damage_verdict(head_set: str, s_low: float, damage: pd.DataFrame, audits: li
 def sweep_verdict(head_set: str, sweep: pd.DataFrame, audits: list[Verdict]) -> Verdict:
     """Verdict of the beta sweep: S above every random set's CERS at every beta."""
     check = "CERS beta sweep"
-    margin = sweep["S"] - sweep["random max"]
+    margin = [printed_difference(s, high) for s, high in zip(sweep["S"], sweep["random max"])]
     below = sweep.loc[[not exceeds(m) for m in margin], "beta"].tolist()
     n_random = int(sweep["random sets"].iloc[0])
-    number = (
-        f"min over beta of S - random max = {printed(margin.min(), 4)} ({len(sweep)} betas, {n_random} random sets)"
-    )
+    number = f"min over beta of S - random max = {printed(min(margin))} ({len(sweep)} betas, {n_random} random sets)"
     blocked = blocked_by(check, audits)
     if blocked:
         return Verdict(head_set, check, NOT_INTERPRETABLE, number, blocked)

@@ -23,6 +23,7 @@ from helpers.measures.verdicts import (
     exceeds,
     holm_floor,
     judge,
+    printed_difference,
     two_readings,
     versus_random,
 )
@@ -123,7 +124,7 @@ def methods_validation_sentence(table: pd.DataFrame) -> str:
             ("any-layer", f"{measure} any-layer", "R any-layer"),
         ):
             p = tested[f"{prefix} p Holm"].to_numpy(dtype=float)
-            effect = (tested[f"{measure} S"] - tested[f"{prefix} random"]).to_numpy(dtype=float)
+            effect = [printed_difference(s, r) for s, r in zip(tested[f"{measure} S"], tested[f"{prefix} random"])]
             ran = np.isfinite(p)
             r_values = tested[r_column].to_numpy()
             family = np.array([holm_family(name) for name in tested["method"]])
@@ -213,10 +214,10 @@ def methods_damage_sentence(table: pd.DataFrame) -> str:
 
 
 def _unadjusted_calls(names, p, s, random_mean, n_random) -> list:
-    """versus_random (unadjusted) on each name's (p, S - random mean) at `n_random` random sets (a column or one
-    number)."""
+    """versus_random (unadjusted) on each name's (p, S - random mean as printed) at `n_random` random sets (a column
+    or one number)."""
     r = np.broadcast_to(np.asarray(n_random, dtype=int), (len(names),))
-    return [versus_random(pi, si - ri, int(n)) for pi, si, ri, n in zip(p, s, random_mean, r)]
+    return [versus_random(pi, printed_difference(si, ri), int(n)) for pi, si, ri, n in zip(p, s, random_mean, r)]
 
 
 def _beats(names, p, s, random_mean, n_random) -> list[str]:
