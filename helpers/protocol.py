@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from helpers import sizes
+from helpers.measures import names
 from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import paths, runs
@@ -39,8 +40,8 @@ def __getattr__(name: str):
 def main(argv=None) -> None:
     from helpers import run  # the runner (papermill) is not needed where the notebook imports this module
 
-    profiles, schemes = " or ".join(sizes.PROFILE_NAMES), ", ".join(sizes.CONTROL_SCHEMES)
-    methods = ", ".join(sizes.METHOD_NAMES)
+    profiles, schemes = " or ".join(sizes.PROFILE_NAMES), ", ".join(names.CONTROL_SCHEMES)
+    methods = ", ".join(names.METHOD_NAMES)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="toy", help="toy, a local save_pretrained folder or a hub id")
     parser.add_argument("--heads", nargs="+", default=[], help="head-set files (json, npy, csv) or setting names")

@@ -1,4 +1,4 @@
-"""The sizes of each analysis under a `profile`, and the named random streams every draw comes from.
+"""The sizes of each analysis under a `profile`: every size of the companion, in a module that imports nothing.
 
 Profiles (the notebooks' `profile` parameter):
 - "default": today's CPU sizes, taken from the notebook's own size parameters (n_items, n_random, ...);
@@ -6,26 +6,16 @@ Profiles (the notebooks' `profile` parameter):
   the referring + query-span sets in Tables 3 (NCS), 10 and 14 (k = 100), 100 for the grid contrast of
   Tables 6 / 16 on 120 items, 5 for Table 18's beta sweep on 200 items, 2,000 bootstrap resamples; notebook
   06: 400 discovery strips, 100 random sets for Table 16 and 80 items per pointing task.
-A smoke run shrinks every size to helpers/runner/params.SMOKE, whatever the profile says. The report card
-(notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at the end of this
-module: every size of the companion is in this module (which imports no torch), but for the smoke run's
-(helpers.runner.params.SMOKE).
+A smoke run shrinks every size to at most SMOKE_SIZES, whatever the profile says: its R is SMOKE_RANDOM in every
+analysis. The report card (notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at
+the end of this module. The named random streams the draws come from are in helpers/measures/streams.py.
 
     R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
-    rng = np.random.default_rng(sizes.stream(P.seed, "table12/random-2k"))
 """
-
-import hashlib
-
-import numpy as np
-
-from helpers.stimuli.design import SETTINGS
 
 PROFILE_NAMES = ("default", "paper")
 REF_QSP = ("cm-ref-qsp", "co-ref-qsp")
 # Sizes the "paper" profile sets in place of the notebook parameters of the same name.
-# The largest R of a smoke run, whatever the profile.
-SMOKE_RANDOM = 4
 PAPER_SIZES = {
     "n_items": 400,
     "n_eval": 400,  # notebook 08: evaluation items of the methods' NCS and CERS (its n_items are discovery strips)
@@ -35,6 +25,22 @@ PAPER_SIZES = {
     "n_strips": 400,  # discovery strips per corpus x query (01's default; 06 runs 40 on CPU)
     "n_random_grid": 100,  # Table 16's layer-matched sets
     "n_pointing": 80,  # items per pointing task (Tables 23, 26, 27)
+}
+# The R of a smoke run, whatever the profile: every analysis's random sets (sizes.n_random), the grid contrast's and
+# the report card's.
+SMOKE_RANDOM = 3
+# Sizes of a smoke run (`smoke=True`), whatever the profile: each notebook parameter of these names is shrunk to at
+# most its value (helpers.runner.params.validate), enough to exercise every code path in seconds.
+SMOKE_SIZES = {
+    "n_items": 8,
+    "n_eval": 8,
+    "n_strips": 8,
+    "n_random": SMOKE_RANDOM,
+    "n_random_large": SMOKE_RANDOM,
+    "n_splits": 5,
+    "n_boot": 50,
+    "n_pointing": 4,
+    "n_random_grid": SMOKE_RANDOM,
 }
 
 # Item pairs of notebook 06's single-head necessity profile (helpers.studies.resolution.single_head_run): L * H
@@ -116,87 +122,9 @@ def probe_items(params) -> int:
     return min(size, SMOKE_SINGLE_HEAD_ITEMS) if params.smoke else size
 
 
-# The published methods of notebook 08 and the report card's --method (helpers/measures/methods scores them); kept
-# here so that parameter checks need no torch.
-METHOD_NAMES = ("gaze", "ver", "localization", "sparsemm", "ocr", "retrieval", "qrhead", "ablation", "attribution")
-
-# The control schemes of notebook 05's last table and the report card's --controls (helpers/measures/
-# control_schemes.py draws them): ours, then the field's draws; kept here so that parameter checks need no torch.
-CONTROL_SCHEMES = (
-    "layer-matched",
-    "any-layer",
-    "bottom5",
-    "same-band",
-    "uniform-excluding",
-    "uniform-overlapping",
-    "per-layer-uniform",
-    "unseeded",
-)
-UNSEEDED_SEEDS = 20  # seeds of the "unseeded" scheme: the spread of its verdict over 20 unseeded runs
-
-# Every random stream in use, by name: a template formatted with the fields it names. No two analyses
-# share a stream; a stream's numbers do not depend on how many draws another analysis takes.
-STREAMS = (
-    "layer-matched/{setting}",  # notebooks 03-05: the controls of each discovered set (Tables 3, 5, 6, 9, 10, 17)
-    "table03/any-layer/{setting}",
-    "table09/attention-matched-cers/{setting}",
-    "table09/attention-matched-ncs/{setting}",
-    "table12/random-2k",
-    "table12/random-4k",
-    "table13/per-layer/{setting}",
-    "table14/{setting}/k{k}",
-    "table15/{a}+{b}/{part}",
-    "cross-model/layer-matched/{setting}",  # notebook 06: each model's native sets (Tables 8, 16, 19, 24)
-    "pointing/layer-matched/{setting}",  # notebook 06: the pointing suite's one draw per set (Tables 23, 26, 27)
-    # the field's control schemes (helpers/measures/control_schemes.py; notebook 05, the report card)
-    "control-schemes/bottom5/{setting}",
-    "control-schemes/same-band/{setting}",
-    "control-schemes/uniform-excluding/{setting}",
-    "control-schemes/uniform-overlapping/{setting}",
-    "control-schemes/per-layer-uniform/{setting}",
-    "control-schemes/unseeded/{setting}/seed{draw}",
-    # notebook 08: the published methods' top-k sets (helpers/measures/methods)
-    "methods/layer-matched/{method}",
-    "methods/any-layer",
-)
-
-
-def stream(seed: int, template: str, **fields) -> np.random.SeedSequence:
-    """The SeedSequence of the stream named `template.format(**fields)` under `seed`: the name is hashed
-    into the entropy, so streams of different names never coincide (tuples of small ints can: numpy's
-    SeedSequence drops trailing zeros)."""
-    if template not in STREAMS:
-        raise ValueError(f"unknown stream {template!r}; add it to helpers/sizes.STREAMS; known: {STREAMS}")
-    name = template.format(**fields)
-    digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
-    return np.random.SeedSequence(int.from_bytes(digest[:16], "little"))
-
-
-def stream_names(
-    settings=SETTINGS,
-    ks=(1,),
-    pairs=(("a", "b"),),
-    parts=("shared", "a-only", "b-only"),
-    draws=(0,),
-    methods=("gaze", "ablation"),
-) -> list[str]:
-    """Every stream name the templates give over the given fields (for the uniqueness test)."""
-    names = []
-    for template in STREAMS:
-        if "{method}" in template:
-            names += [template.format(method=m) for m in methods]
-        elif "{draw}" in template:
-            names += [template.format(setting=s, draw=d) for s in settings for d in draws]
-        elif "{a}" in template:
-            names += [template.format(a=a, b=b, part=part) for a, b in pairs for part in parts]
-        elif "{k}" in template:
-            names += [template.format(setting=s, k=k) for s in settings for k in ks]
-        elif "{setting}" in template:
-            names += [template.format(setting=s) for s in settings]
-        else:
-            names.append(template)
-    return names
-
+# Seeds of notebook 05's "unseeded" control scheme (helpers/measures/control_schemes.py): the spread of its verdict
+# over 20 unseeded runs.
+UNSEEDED_SEEDS = 20
 
 # ------------------------------------------ the report card (notebook 07, helpers/studies/protocol)
 
@@ -223,15 +151,15 @@ CARD_SIZES = {
         "n_splits": 200,
     },
 }
-# smoke: every code path in seconds (n_strips as 01_discovery's smoke run, so its cached scores are read)
+# smoke: every code path in seconds (the notebooks' smoke sizes, so 01_discovery's cached scores are read)
 CARD_SMOKE_SIZES = {
-    "n_items": 8,
-    "n_random": 3,
-    "n_random_any": 3,
+    "n_items": SMOKE_SIZES["n_items"],
+    "n_random": SMOKE_RANDOM,
+    "n_random_any": SMOKE_RANDOM,
     "n_sweep": 2,
     "betas": [1, 10],
-    "n_strips": 8,
-    "n_splits": 5,
+    "n_strips": SMOKE_SIZES["n_strips"],
+    "n_splits": SMOKE_SIZES["n_splits"],
 }
 
 

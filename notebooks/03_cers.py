@@ -49,6 +49,7 @@ import pandas as pd
 
 from helpers import sizes
 from helpers.figures.causal import plot_against_random, plot_beta_sweep
+from helpers.measures import streams
 from helpers.measures.controls import any_layer_sets
 from helpers.measures.stats import against_random, random_summary
 from helpers.measures.steering import cers, symmetric_cers
@@ -74,7 +75,7 @@ print(f"{exp.describe()}; R = {R} layer-matched and {R} any-layer random sets pe
 # %%
 def any_layer(setting: str) -> np.ndarray:
     """[R, L, H]: R sets of k heads from any layer, drawn for `setting` from its own stream."""
-    seed = sizes.stream(P.seed, "table03/any-layer/{setting}", setting=setting)
+    seed = streams.stream(P.seed, "table03/any-layer/{setting}", setting=setting)
     return any_layer_sets((exp.n_layers, exp.n_heads), exp.k, R, seed)
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from helpers import sizes
 from helpers.measures import control_schemes as cs
-from helpers.measures import verdicts
+from helpers.measures import streams, verdicts
+from helpers.measures.names import CONTROL_SCHEMES
 from helpers.runner import params
 from helpers.studies import findings
 
@@ -20,9 +21,9 @@ def _head_set():
 
 
 def test_the_registry_names_every_scheme_and_its_stream():
-    assert cs.SCHEMES == sizes.CONTROL_SCHEMES and set(cs.STREAM_OF) == set(cs.SCHEMES) == set(cs.SOURCE)
-    assert set(cs.STREAM_OF.values()) <= set(sizes.STREAMS)
-    names = sizes.stream_names(draws=range(sizes.UNSEEDED_SEEDS))
+    assert cs.SCHEMES == CONTROL_SCHEMES and set(cs.STREAM_OF) == set(cs.SCHEMES) == set(cs.SOURCE)
+    assert set(cs.STREAM_OF.values()) <= set(streams.STREAMS)
+    names = streams.stream_names(draws=range(sizes.UNSEEDED_SEEDS))
     assert len(names) == len(set(names))
     assert "control-schemes/unseeded/co-ref-qsp/seed19" in names
     with pytest.raises(ValueError, match=r"'bottom7'.*known: layer-matched, any-layer, bottom5"):

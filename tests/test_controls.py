@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from helpers import sizes
+from helpers.measures import streams
 from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import any_layer_sets, layer_matched_count, layer_matched_sets, layer_quota, spill_note
 from helpers.measures.stats import rank_p
@@ -138,7 +138,7 @@ def test_layer_matched_controls_are_one_stream_per_setting_and_r_20_is_a_prefix_
     many = layer_matched_controls(head_set, "co-ref-qsp", 250, seed=7)
     assert (layer_matched_controls(head_set, "co-ref-qsp", 20, seed=7) == many[:20]).all()
     assert not (layer_matched_controls(head_set, "cm-ref-qsp", 20, seed=7) == many[:20]).all()
-    stream = sizes.stream(7, "layer-matched/{setting}", setting="co-ref-qsp")
+    stream = streams.stream(7, "layer-matched/{setting}", setting="co-ref-qsp")
     assert (layer_matched_sets(head_set, 20, stream) == many[:20]).all()
 
 
@@ -157,7 +157,7 @@ def test_layer_matched_sets_can_exclude_further_heads():
 
 def test_any_layer_sets_per_setting_differ_between_settings_and_are_reproducible():
     def draw(setting):
-        return any_layer_sets((8, 16), 10, 20, sizes.stream(0, "table03/any-layer/{setting}", setting=setting))
+        return any_layer_sets((8, 16), 10, 20, streams.stream(0, "table03/any-layer/{setting}", setting=setting))
 
     a, b = draw("cm-ord-last"), draw("co-ord-last")
     assert (draw("cm-ord-last") == a).all()
@@ -166,19 +166,19 @@ def test_any_layer_sets_per_setting_differ_between_settings_and_are_reproducible
 
 
 def test_stream_names_in_use_are_unique_and_registered():
-    names = sizes.stream_names(ks=(2, 4, 10), pairs=[("cm-ord-qsp", "co-ord-qsp"), ("cm-ord-last", "co-ord-last")])
+    names = streams.stream_names(ks=(2, 4, 10), pairs=[("cm-ord-qsp", "co-ord-qsp"), ("cm-ord-last", "co-ord-last")])
     assert len(names) == len(set(names)) and len(names) > 100
     used = set()
     for notebook in sorted((paths.NOTEBOOKS).glob("0[3-5]_*.py")) + [paths.HELPERS / "measures" / "controls.py"]:
         used |= set(re.findall(r'stream\([^,]+, "([^"]+)"', notebook.read_text()))
-    assert used and used <= set(sizes.STREAMS), used - set(sizes.STREAMS)
-    seeds = {sizes.stream(0, "table12/random-2k").entropy, sizes.stream(0, "table12/random-4k").entropy}
+    assert used and used <= set(streams.STREAMS), used - set(streams.STREAMS)
+    seeds = {streams.stream(0, "table12/random-2k").entropy, streams.stream(0, "table12/random-4k").entropy}
     assert (
         len(seeds) == 2
-        and sizes.stream(0, "table12/random-2k").entropy != sizes.stream(1, "table12/random-2k").entropy
+        and streams.stream(0, "table12/random-2k").entropy != streams.stream(1, "table12/random-2k").entropy
     )
     with pytest.raises(ValueError, match="unknown stream"):
-        sizes.stream(0, "table99/anything")
+        streams.stream(0, "table99/anything")
 
 
 def test_attention_matched_sets_take_the_nearest_heads_of_each_layer():

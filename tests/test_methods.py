@@ -12,6 +12,7 @@ import torch
 from helpers import sizes
 from helpers.engine import load_model
 from helpers.engine.top_key import AttentionRows, top_key_positions
+from helpers.measures import names
 from helpers.measures.imported_head_sets import read_any
 from helpers.measures.methods import (
     CAUSAL_REFERENCES,
@@ -178,7 +179,7 @@ def test_holm_across_nine_methods_needs_179_random_sets_and_08_defaults_to_them(
     assert holm_floor(20, 9) == pytest.approx(0.429, abs=5e-4) and holm_random_sets(1) == 19
     assert params.declared_parameters("08_methods")["n_random"] == holm_random_sets(len(METHODS))
     assert sizes.RANDOM_SETS["methods"]["paper"] == sizes.RANDOM_SETS["methods_any_layer"]["paper"] == 179
-    assert sizes.METHOD_NAMES == tuple(METHODS)
+    assert names.METHOD_NAMES == tuple(METHODS)
 
 
 def test_rank_agreement():

@@ -5,7 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import run
+from helpers import run, sizes
 from helpers.runner import params
 from helpers.stimuli.design import SETTINGS, k_for, parse_setting
 from helpers.storage import paths
@@ -26,7 +26,7 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
             settings="all",
         )
     )
-    assert p.n_items == params.SMOKE["n_items"] and p.n_random == params.SMOKE["n_random"]
+    assert p.n_items == sizes.SMOKE_SIZES["n_items"] and p.n_random == sizes.SMOKE_SIZES["n_random"]
     assert p.settings == list(SETTINGS) and p.out_dir == tmp_path
     assert params.validate(dict(n_items=400, smoke=False)).n_items == 400
     auto = params.validate(dict(device="auto", dtype="auto"))

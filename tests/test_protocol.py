@@ -241,13 +241,13 @@ def test_the_card_discovers_a_method_on_the_model_it_loads_once(tmp_path, monkey
     card_protocol = Protocol(P)
     assert len(loads) == 1 and [h.name for h in card_protocol.head_sets] == ["ver"]
     record = card_protocol.head_sets[0].record
-    assert record["method"] == "ver" and record["parameters"]["n_items"] == params.SMOKE["n_items"]
-    score = method_score(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
+    assert record["method"] == "ver" and record["parameters"]["n_items"] == sizes.SMOKE_SIZES["n_items"]
+    score = method_score(card_protocol.lm, "ver", sizes.SMOKE_SIZES["n_items"], 0, ResultCache(P.cache_dir))
     np.testing.assert_array_equal(record["mask"], top_k(score, 11))
     assert (tmp_path / "headsets" / "ver.json").exists()
     ceiling = card_protocol.ceiling(card_protocol.head_sets[0])  # the method's own half-splits
-    run = method_run(card_protocol.lm, "ver", params.SMOKE["n_items"], 0, ResultCache(P.cache_dir))
-    splits = split_halves(params.SMOKE["n_items"], card_protocol.sizes["n_splits"], 0)
+    run = method_run(card_protocol.lm, "ver", sizes.SMOKE_SIZES["n_items"], 0, ResultCache(P.cache_dir))
+    splits = split_halves(sizes.SMOKE_SIZES["n_items"], card_protocol.sizes["n_splits"], 0)
     expected = half_split_ceiling(run, PER_ITEM["ver"][1], 11, splits)
     assert ceiling["ceiling"] == pytest.approx(np.nanmean(expected)) and ceiling["k"] == 11
     assert ceiling["n_splits"] == int((~np.isnan(expected)).sum()) > 0

@@ -1,5 +1,5 @@
 """Every reference to the project's code in its text resolves: dotted names (`helpers.storage.headsets.save`) import
-and have the attribute named, paths (`helpers/sizes.py`, `helpers/sizes.STREAMS`) exist, in the
+and have the attribute named, paths (`helpers/sizes.py`, `helpers/sizes.RANDOM_SETS`) exist, in the
 docstrings, comments and error messages of helpers/, bench/ and the notebooks, the head-set schema and the Markdown
 files. So do the names and paths written from inside the package (`measures.overlap.top_k`, `storage/cache.py`) and
 every Markdown file named. A module moved or renamed leaves no stale pointer behind, and no test reads a file at an
@@ -50,7 +50,7 @@ def _resolves(dotted: str) -> bool:
 
 
 def _path_resolves(slashed: str) -> bool:
-    """A file or folder, or a module file followed by one of its names (helpers/sizes.STREAMS)."""
+    """A file or folder, or a module file followed by one of its names (helpers/sizes.RANDOM_SETS)."""
     if (paths.ROOT / slashed).exists():
         return True
     module, _, name = slashed.rpartition(".")

@@ -32,8 +32,8 @@ def test_default_profile_keeps_the_notebook_sizes():
 @pytest.mark.parametrize("profile", sizes.PROFILE_NAMES)
 def test_smoke_wins_over_the_profile(profile):
     p = _params(profile, smoke=True)
-    assert p.n_items == params.SMOKE["n_items"] and p.n_boot == params.SMOKE["n_boot"]
-    assert max(sizes.n_random(p, a, s) for a in sizes.RANDOM_SETS for s in sizes.REF_QSP) <= 4
+    assert p.n_items == sizes.SMOKE_SIZES["n_items"] and p.n_boot == sizes.SMOKE_SIZES["n_boot"]
+    assert max(sizes.n_random(p, a, s) for a in sizes.RANDOM_SETS for s in sizes.REF_QSP) == sizes.SMOKE_RANDOM
 
 
 def test_cross_model_paper_profile_takes_the_papers_sizes():

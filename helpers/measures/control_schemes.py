@@ -23,7 +23,7 @@ code (read, not copied; the deviations are stated per function):
   verdict of one unseeded draw depends on the seed (Retrieval_Head sets no seed and draws a new set for
   every context length x depth cell of a run: many unseeded draws, each judged on its own cell).
 
-Every draw is deterministic by its named stream of helpers/sizes.py (STREAM_OF), keyed by the
+Every draw is deterministic by its named stream of helpers/measures/streams.py (STREAM_OF), keyed by the
 set's name (a setting's, in notebooks 05 and 07), so the notebook and the report card draw the same sets.
 Masks are bool [L, H]; draws [n, L, H].
 """
@@ -31,9 +31,10 @@ Masks are bool [L, H]; draws [n, L, H].
 import numpy as np
 
 from helpers import sizes
+from helpers.measures import names, streams
 from helpers.measures.controls import Seed, any_layer_sets, layer_matched_controls, layer_matched_sets
 
-SCHEMES = sizes.CONTROL_SCHEMES  # the registry (helpers/sizes.py)
+SCHEMES = names.CONTROL_SCHEMES  # the registry (helpers/measures/names.py)
 STREAM_OF = {
     "layer-matched": "layer-matched/{setting}",
     "any-layer": "table03/any-layer/{setting}",
@@ -178,9 +179,9 @@ def per_layer_uniform_sets(head_set: np.ndarray, n: int, seed: Seed) -> np.ndarr
 
 
 def scheme_stream(scheme: str, seed: int, setting: str, draw: int = 0) -> np.random.SeedSequence:
-    """The named stream (helpers/sizes.STREAMS) of `scheme`'s draws for the set named `setting`."""
+    """The named stream (helpers/measures/streams.STREAMS) of `scheme`'s draws for the set named `setting`."""
     template = STREAM_OF[check_scheme(scheme)]
-    return sizes.stream(seed, template, setting=setting, draw=draw)
+    return streams.stream(seed, template, setting=setting, draw=draw)
 
 
 def scheme_sets(

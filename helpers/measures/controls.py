@@ -13,7 +13,7 @@ Generic-damage sets (Table 12): the k heads with the most attention to a sink or
 (`top_k` of a mass map), whole layers, and large random sets.
 
 Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed: a named stream
-of helpers/sizes.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
+of helpers/measures/streams.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
 of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
 """
 
@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from helpers import sizes
+from helpers.measures import streams
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import top_k
 
@@ -164,14 +164,14 @@ def layer_matched_controls(head_set: np.ndarray, setting: str, n: int, seed: int
     """[n, L, H]: the layer-matched random sets of a setting's discovered set, from the stream
     "layer-matched/<setting>", so every notebook and table draws the same controls (the first n); a layer without
     room spills (layer_quota; spill_note says where)."""
-    stream = sizes.stream(seed, "layer-matched/{setting}", setting=setting)
+    stream = streams.stream(seed, "layer-matched/{setting}", setting=setting)
     return layer_matched_sets(head_set, n, stream, spill=True)
 
 
 def per_layer_controls(head_set: np.ndarray, setting: str, n: int, seed: int) -> np.ndarray:
     """[n, L, H]: the layer-matched random sets of a setting's top-k-per-layer set, from the stream
     "table13/per-layer/<setting>", so Tables 5 (04) and 13 (05) draw the same controls (the first n)."""
-    return layer_matched_sets(head_set, n, sizes.stream(seed, "table13/per-layer/{setting}", setting=setting))
+    return layer_matched_sets(head_set, n, streams.stream(seed, "table13/per-layer/{setting}", setting=setting))
 
 
 def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:
@@ -204,8 +204,8 @@ def generic_damage_sets(head_set: np.ndarray, k: int, mass: dict[str, np.ndarray
         "attention sinks": top_k(mass["first"], k),
         "text-heavy heads": top_k(mass["text"], k),
         "whole layers": whole_layers(head_set, max(1, round(k / shape[1]))),
-        "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, sizes.stream(seed, "table12/random-2k"))[0],
-        "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, sizes.stream(seed, "table12/random-4k"))[0],
+        "random 2k": any_layer_sets(shape, min(2 * k, n_all), 1, streams.stream(seed, "table12/random-2k"))[0],
+        "random 4k": any_layer_sets(shape, min(4 * k, n_all), 1, streams.stream(seed, "table12/random-4k"))[0],
     }
 
 

@@ -17,6 +17,7 @@ from helpers import sizes
 from helpers.engine.devices import DTYPE_NAMES, resolve_device, resolve_dtype
 from helpers.engine.model_files import missing_chat_template, missing_files, model_folder
 from helpers.engine.row_groups import ROW_GROUPS
+from helpers.measures import names
 from helpers.sizes import CARD_SIZES
 from helpers.stimuli.corpora import ImageFolderCorpus
 from helpers.stimuli.design import CORPORA, SETTINGS
@@ -38,18 +39,6 @@ SIZE_MINIMUM = {
     "n_boot": 10,
     "n_pointing": 2,
     "n_random_grid": 2,
-}
-# Sizes used when `smoke=True`: enough to exercise every code path in seconds.
-SMOKE = {
-    "n_items": 8,
-    "n_eval": 8,
-    "n_strips": 8,
-    "n_random": 3,
-    "n_random_large": sizes.SMOKE_RANDOM,
-    "n_splits": 5,
-    "n_boot": 50,
-    "n_pointing": 4,
-    "n_random_grid": 3,
 }
 
 
@@ -260,9 +249,9 @@ def _check_json_file(entry: str) -> None:
 
 
 def _check_method(value):
-    if value is None or value in sizes.METHOD_NAMES:
+    if value is None or value in names.METHOD_NAMES:
         return value
-    _fail("method", value, f"use None or a published method: {', '.join(sizes.METHOD_NAMES)}")
+    _fail("method", value, f"use None or a published method: {', '.join(names.METHOD_NAMES)}")
 
 
 def _check_import_k(value):
@@ -272,9 +261,9 @@ def _check_import_k(value):
 
 
 def _check_controls(value):
-    if value is None or value in sizes.CONTROL_SCHEMES:
+    if value is None or value in names.CONTROL_SCHEMES:
         return value
-    _fail("controls", value, f"use None or a control scheme: {', '.join(sizes.CONTROL_SCHEMES)}")
+    _fail("controls", value, f"use None or a control scheme: {', '.join(names.CONTROL_SCHEMES)}")
 
 
 def _check_sizes(value):
@@ -357,7 +346,7 @@ CHECKS = {
 
 def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
     """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
-    sizes to SMOKE when `smoke` is true (smoke wins over the profile); return them as attributes. With the
+    sizes to sizes.SMOKE_SIZES when `smoke` is true (smoke wins over the profile); return them as attributes. With the
     `notebook`, the model is also checked against what that notebook needs (helpers.runner.steps: region analyses)."""
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
@@ -371,7 +360,7 @@ def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
         checked["dtype"] = resolve_dtype(checked["dtype"], checked.get("device", "cpu"))
     _check_against_model(checked, notebook)
     if checked.get("smoke"):
-        checked.update({n: min(v, SMOKE[n]) for n, v in checked.items() if n in SMOKE})
+        checked.update({n: min(v, sizes.SMOKE_SIZES[n]) for n, v in checked.items() if n in sizes.SMOKE_SIZES})
     return SimpleNamespace(**checked)
 
 

@@ -3,13 +3,14 @@
 Each function takes the notebook's Experiment (its model, head-sets and cached runs: the layer-matched runs of
 notebooks 03 and 04 are read back) and the R of its table, and returns the table as notebook 05 writes it
 (Table 10 and Table 14 merged with the paper's values). Every random draw comes from its named stream
-(helpers/sizes.STREAMS) under the run's seed. Head-sets are bool [L, H]; attention masses [L, H].
+(helpers/measures/streams.STREAMS) under the run's seed. Head-sets are bool [L, H]; attention masses [L, H].
 """
 
 import numpy as np
 import pandas as pd
 
 from helpers import sizes
+from helpers.measures import streams
 from helpers.measures.controls import (
     attention_matched_sets,
     layer_matched_sets,
@@ -45,8 +46,8 @@ def rank_p_table(exp: Experiment, grid_mass: np.ndarray, single_mass: np.ndarray
     rows = []
     for s, head_set in exp.discovered.items():
         layer_matched = exp.controls(s, n_random)
-        cers_stream = sizes.stream(exp.seed, "table09/attention-matched-cers/{setting}", setting=s)
-        ncs_stream = sizes.stream(exp.seed, "table09/attention-matched-ncs/{setting}", setting=s)
+        cers_stream = streams.stream(exp.seed, "table09/attention-matched-cers/{setting}", setting=s)
+        ncs_stream = streams.stream(exp.seed, "table09/attention-matched-ncs/{setting}", setting=s)
         matched_cers = attention_matched_sets(head_set, grid_mass, n_random, cers_stream)
         matched_ncs = attention_matched_sets(head_set, single_mass, n_random, ncs_stream)
         cers_a, cers_b = (cers(exp.steer(with_controls(head_set, c))).mean(0) for c in (layer_matched, matched_cers))
@@ -128,7 +129,7 @@ def ncs_vs_k_table(
             k = k_for(n_heads, share)
             head_set = top_k(scores, k)
             r = n_random_paper_k if k == k_for(n_heads) else n_random
-            stream = sizes.stream(exp.seed, "table14/{setting}/k{k}", setting=s, k=k)
+            stream = streams.stream(exp.seed, "table14/{setting}/k{k}", setting=s, k=k)
             controls = layer_matched_sets(head_set, r, stream, spill=True)
             row = against_controls(ncs(exp.mask(with_controls(head_set, controls))))
             rows.append(
@@ -154,7 +155,7 @@ def shared_heads_table(exp: Experiment, n_random: int) -> pd.DataFrame:
             if not head_set.any():
                 row[f"{part} excess"], row[f"{part} p"], row[f"{part} rank p"] = np.nan, np.nan, np.nan
                 continue
-            stream = sizes.stream(exp.seed, "table15/{a}+{b}/{part}", a=a, b=b, part=part)
+            stream = streams.stream(exp.seed, "table15/{a}+{b}/{part}", a=a, b=b, part=part)
             controls = layer_matched_sets(head_set, n_random, stream, A | B, spill=True)
             note = spill_note(head_set, A | B)
             if note:

@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from helpers import sizes
 from helpers.engine.loading import LoadedModel
+from helpers.measures import streams
 from helpers.measures.baselines import audit
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.discovery import all_setting_scores, discover_all
@@ -103,7 +103,8 @@ def controls_of(head_sets: dict, n: int, seed: int) -> dict[str, np.ndarray]:
     other heads lends its excess to the nearest layers (layer_quota's spill; spill_notes says where)."""
     template = "cross-model/layer-matched/{setting}"
     return {
-        s: layer_matched_sets(h, n, sizes.stream(seed, template, setting=s), spill=True) for s, h in head_sets.items()
+        s: layer_matched_sets(h, n, streams.stream(seed, template, setting=s), spill=True)
+        for s, h in head_sets.items()
     }
 
 

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import sizes
 from helpers.engine import build_batch, load_model
 from helpers.engine.mcq import greedy_answers
 from helpers.figures.explorer import plot_attention_overlay, plot_overlap_map, plot_random_histograms, plot_score_map
+from helpers.measures import streams
 from helpers.measures.controls import layer_matched_sets, spill_note, with_controls
 from helpers.measures.discovery import read_sources
 from helpers.measures.necessity import ncs, necessity_run
@@ -124,8 +124,8 @@ class ExplorerData:
     def controls_seed(self, setting: str, k: int, discovered_k: int):
         """The layer-matched stream of notebooks 03/04 at the discovered k, of 05's Table 14 at any other k."""
         if k == discovered_k:
-            return sizes.stream(self.seed, "layer-matched/{setting}", setting=setting)
-        return sizes.stream(self.seed, "table14/{setting}/k{k}", setting=setting, k=k)
+            return streams.stream(self.seed, "layer-matched/{setting}", setting=setting)
+        return streams.stream(self.seed, "table14/{setting}/k{k}", setting=setting, k=k)
 
     def random_scores(self, setting: str, head_set: np.ndarray, seed) -> tuple[dict, dict]:
         """S's NCS and CERS and those of its layer-matched random sets (means over items, [R] each),

@@ -10,7 +10,7 @@ Head-sets are bool [L, H]; per-item values [N, 1 + R] (S, then its random sets).
 import numpy as np
 import pandas as pd
 
-from helpers import sizes
+from helpers.measures import streams
 from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, with_controls
 from helpers.measures.methods import CAUSAL_REFERENCES, holm_family
@@ -40,11 +40,11 @@ def validation_stats(
     t-interval, the rank p Holm-adjusted within its Holm family (methods.holm_family) per measure and control, and the
     verdict (verdicts.judge on the Holm p, at most ALPHA passing as everywhere)."""
     shape = (len(evaluation.lm.adapter.candidate_layers), evaluation.lm.adapter.n_heads)  # (L, H)
-    any_sets = any_layer_sets(shape, k, n_random_any, sizes.stream(seed, "methods/any-layer"))
+    any_sets = any_layer_sets(shape, k, n_random_any, streams.stream(seed, "methods/any-layer"))
     any_values = {measure: per_item(evaluation, measure, any_sets) for measure in METHOD_MEASURES}  # [N, R_any]
     rows = []
     for name, head_set in sets.items():
-        stream = sizes.stream(seed, "methods/layer-matched/{method}", method=name)
+        stream = streams.stream(seed, "methods/layer-matched/{method}", method=name)
         controls = layer_matched_sets(head_set, n_random, stream, spill=True)
         distinct = (distinct_columns(controls), distinct_columns(any_sets))  # per control, as METHOD_CONTROLS
         for measure in METHOD_MEASURES:

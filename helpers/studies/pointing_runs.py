@@ -6,8 +6,8 @@ per chunk of items under the task's name (and a converted task's file digest).
 
 import numpy as np
 
-from helpers import sizes
 from helpers.engine.loading import LoadedModel
+from helpers.measures import streams
 from helpers.measures.cache_keys import model_identity
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
@@ -77,7 +77,8 @@ def score_suite(
     {task: {"cers", "ncs": {name: [N, 2]}}})."""
     template = "pointing/layer-matched/{setting}"
     draws = {
-        n: layer_matched_sets(s, 1, sizes.stream(seed, template, setting=n), spill=True) for n, s in head_sets.items()
+        n: layer_matched_sets(s, 1, streams.stream(seed, template, setting=n), spill=True)
+        for n, s in head_sets.items()
     }
     stack = np.concatenate([with_controls(s, draws[name]) for name, s in head_sets.items()])  # [2 m, L, H]
     audits, scores = {}, {}

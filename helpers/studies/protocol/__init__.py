@@ -23,7 +23,7 @@ the model loads once, saves the top-k set (k: `import_k`, else 08's) as a head-s
 provenance (method, citation, parameters) in the run folder's headsets/, and cards it beside any `heads`.
 
 Every run goes through the result cache with the same draws as notebooks 03-05 (the named streams of
-helpers/sizes.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
+helpers/measures/streams.py, keyed by the set's name), so a discovery set that those notebooks ran is read back.
 
 By module: `head_sets` (the sets carded), `card` (`Protocol`: the checks on one model; `build_card`: every
 table), `conclusions` (the verdict table and the conclusion), `render` (report.md, report.html, card.json).

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from helpers import sizes
 from helpers.engine import HIDE, load_model
 from helpers.engine.model_files import model_fingerprint
-from helpers.measures import verdicts
+from helpers.measures import streams, verdicts
 from helpers.measures.baselines import audit
 from helpers.measures.controls import (
     any_layer_sets,
@@ -76,7 +75,7 @@ class Protocol(Evaluation):
 
     def any_layer(self, head_set: HeadSet) -> np.ndarray:
         """[R_any, L, H]: random sets of k heads from any layer, from notebook 03's stream for the set."""
-        stream = sizes.stream(self.params.seed, "table03/any-layer/{setting}", setting=head_set.name)
+        stream = streams.stream(self.params.seed, "table03/any-layer/{setting}", setting=head_set.name)
         return any_layer_sets((self.n_layers, self.n_heads), head_set.k, self.sizes["n_random_any"], stream)
 
     # ---- the card's parts
