@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from helpers.measures.printed import TABLE_DIGITS
 from helpers.storage.files import atomic_write
 
 # Fixed metadata so that rerunning `make figures` rewrites byte-identical PDFs.
@@ -27,7 +28,7 @@ def save_figure(fig: plt.Figure, name: str, out_dir: Path) -> list[Path]:
     return [png, pdf]
 
 
-def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = "%.3f") -> list[Path]:
+def save_table(df: pd.DataFrame, name: str, out_dir: Path, float_format: str = f"%.{TABLE_DIGITS}f") -> list[Path]:
     """Write `df` as `<out_dir>/<name>.csv` and `.tex`; returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
