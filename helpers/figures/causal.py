@@ -20,12 +20,12 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
     """Figure 3 (one panel): each setting's discovered set S (dot, with its 95% interval) against the
     mean +- SD of its layer-matched random sets (bar) and, when given, the any-layer random sets. Read as the paper
     reads it (verdicts.two_readings): each dot coloured by its set against its own random sets (unadjusted rank p,
-    VERDICT_COLOURS), ringed where it also survives Holm across the panel's settings, and a note on the family-wise
-    reading's floor at this R.
+    VERDICT_COLOURS), ringed where it also survives Holm across the panel's settings; below the axes, where they
+    cover no interval or band, the legend and, as its title, a note on the family-wise reading's floor at this R.
 
     table: one row per setting with columns setting, S, S low, S high, random mean, random sd, random min,
     random max, R, p."""
-    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    fig, ax = plt.subplots(figsize=(8.5, 4.4), layout="constrained")
     x = np.arange(len(table))
     ax.bar(
         x,
@@ -70,14 +70,11 @@ def plot_against_random(table: pd.DataFrame, score: str, any_layer: pd.DataFrame
         ax.scatter(
             x[held], table["S"][held], facecolors="none", edgecolors="black", lw=1.4, s=90, zorder=4, label=label
         )
-    ax.annotate(readings.note(), (0.01, 0.98),
-                xycoords="axes fraction", va="top", fontsize=7, color="#444444")  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, table["setting"], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel(score)
     ax.set_title(f"{score}: discovered head-sets against layer-matched random head-sets")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncol=2, fontsize=7, frameon=False, title=readings.note(), title_fontsize=7)
     return fig
 
 
