@@ -223,7 +223,8 @@ def _shape_polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[flo
     raise ValueError(f"shape {shape!r} has no polygon")
 
 
-def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, rgb: tuple[int, int, int], cx: float, cy: float, r: float):
+def draw_shape(draw: ImageDraw.ImageDraw, shape: str, rgb: tuple[int, int, int], cx: float, cy: float, r: float):
+    """Draw one shape of ``SHAPES`` in colour ``rgb``, centred at (cx, cy) with radius r in pixels."""
     if shape == "circle":
         draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=rgb)
     elif shape == "ring":
@@ -239,7 +240,7 @@ def _cartoon_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image
     draw = ImageDraw.Draw(image)
     r = size * rng.uniform(0.26, 0.36)
     cx, cy = size / 2 + rng.uniform(-3, 3), size / 2 + rng.uniform(-3, 3)
-    _draw_shape(draw, shape, rgb, cx, cy, r)
+    draw_shape(draw, shape, rgb, cx, cy, r)
     draw.rectangle((0, 0, size - 1, size - 1), outline=(40, 40, 40), width=max(1, size // 32))
     return image
 
@@ -261,7 +262,7 @@ def _photo_tile(rgb, shape: str, rng: np.random.Generator, size: int) -> Image.I
     r = size * rng.uniform(0.27, 0.36)
     cx, cy = rng.uniform(r + 1, size - r - 1, size=2)
     shade = rng.uniform(0.8, 1.1)
-    _draw_shape(draw, shape, tuple(int(min(255, v * shade)) for v in rgb), cx, cy, r)
+    draw_shape(draw, shape, tuple(int(min(255, v * shade)) for v in rgb), cx, cy, r)
     return image.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.0, 0.6))))
 
 
@@ -283,7 +284,7 @@ def _need_classes(corpus, needed: int, what: str):
         )
 
 
-def _paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, list[Box]]:
+def paste_tiles(tiles: list[Image.Image], columns: int) -> tuple[Image.Image, list[Box]]:
     """Lay square tiles out row by row; returns the canvas and each tile's box."""
     side = tiles[0].width
     rows = math.ceil(len(tiles) / columns)
@@ -343,7 +344,7 @@ def strip_items(
     for index in range(n):
         rng = item_rng(seed, f"strip-{corpus.name}-{n_panels}x{columns}", index)
         labels = corpus.pick_labels(rng, n_panels)
-        image, panel_boxes = _paste_tiles([corpus.tile(label, rng, panel_size) for label in labels], columns)
+        image, panel_boxes = paste_tiles([corpus.tile(label, rng, panel_size) for label in labels], columns)
         boxes = {f"panel {i + 1}": box for i, box in enumerate(panel_boxes)}
         target = int(rng.integers(n_panels))
         prompt, span, answer = strip_question(query, labels, target)
@@ -394,7 +395,7 @@ def grid_items(corpus, n: int, seed: int, variant: str = "plain", cell_size: int
         rng = item_rng(seed, f"grid-{corpus.name}", index)
         labels = corpus.pick_labels(rng, 4)
         correct = int(rng.integers(4))
-        image, cell_boxes = _paste_tiles([corpus.tile(label, rng, cell_size) for label in labels], 2)
+        image, cell_boxes = paste_tiles([corpus.tile(label, rng, cell_size) for label in labels], 2)
         if variant == "blank":
             image = Image.new("RGB", image.size, BLANK_GREY)
         prompt, span = grid_question(variant, labels, correct)

@@ -30,10 +30,10 @@ from helpers.stimuli.corpora import (
     PANEL_SIZE,
     SHAPES,
     Item,
-    _draw_shape,
-    _paste_tiles,
+    draw_shape,
     item_rng,
     options_block,
+    paste_tiles,
     text_span,
 )
 
@@ -83,7 +83,7 @@ def assemble(task: Task, cells: Cells, variant: str, seed_key: tuple[int, ...]) 
             labels=(cells.texts[c if variant == "matched" else 4],),
             **common,
         )
-    image, boxes = _paste_tiles(cells.tiles[:4], 2)
+    image, boxes = paste_tiles(cells.tiles[:4], 2)
     if variant == "blank":
         image = Image.new("RGB", image.size, BLANK_GREY)
     hint = f" Hint: it is the {GRID_CELL_NAMES[c]} cell." if variant == "oracle" else ""
@@ -123,7 +123,7 @@ def _objects(placed: list[tuple[str, str, float, float, float]]) -> Image.Image:
     """A cell with shapes (colour, shape, cx, cy, r) in cell-relative units (0..1)."""
     image, draw = _canvas()
     for colour, shape, cx, cy, r in placed:
-        _draw_shape(draw, shape, COLOURS[colour], cx * PANEL_SIZE, cy * PANEL_SIZE, r * PANEL_SIZE)
+        draw_shape(draw, shape, COLOURS[colour], cx * PANEL_SIZE, cy * PANEL_SIZE, r * PANEL_SIZE)
     return image
 
 

@@ -16,10 +16,11 @@ attention registry. Read, mask and steer then work on the whole image-token grou
 region-level calls refuse, since how an image's pixels map to tokens differs per family.
 
 The package, one module per family or group of families that share a layout: ``base`` (``Adapter``, ``View``,
-the config readers), ``tiles`` (the tiling families' shared layout), ``qwen``, ``square_grid`` (PaliGemma),
-``gemma3``, ``pixtral`` (Mistral 3), ``llava``, ``internvl`` (and Aya Vision), ``ovis2``, ``lfm2_vl``, ``anyres``
-(LLaVA-NeXT / OneVision), ``split_image`` (Idefics3 / SmolVLM), ``gemma4``, ``molmo2``; ``families`` (``ADAPTERS``,
-model type -> factory) and ``generic`` (``GenericAdapter``, ``adapter_for``, ``adapter_from_files``).
+the config readers), ``layout`` (the image-token spans and grid cells every family reads), ``tiles`` (the tiling
+families' shared layout), ``qwen``, ``square_grid`` (PaliGemma), ``gemma3``, ``pixtral`` (Mistral 3), ``llava``,
+``internvl`` (and Aya Vision), ``ovis2``, ``lfm2_vl``, ``anyres`` (LLaVA-NeXT / OneVision), ``split_image``
+(Idefics3 / SmolVLM), ``gemma4``, ``molmo2``; ``families`` (``ADAPTERS``, model type -> factory) and ``generic``
+(``GenericAdapter``, ``adapter_for``, ``adapter_from_files``).
 """
 
 from helpers.engine.adapters.anyres import AnyResAdapter, ResampledView

@@ -8,16 +8,8 @@ from dataclasses import dataclass
 import torch
 from transformers.image_processing_utils import select_best_resolution
 
-from helpers.engine.adapters.base import (
-    Adapter,
-    Region,
-    View,
-    _cells,
-    _image_grid,
-    _image_spans,
-    _one_image,
-    _text_shape,
-)
+from helpers.engine.adapters.base import Adapter, Region, View, text_shape
+from helpers.engine.adapters.layout import grid_cells, image_grid, image_spans, one_image
 
 
 @dataclass
@@ -80,8 +72,8 @@ class AnyResAdapter(Adapter):
     def _span(self, inputs, batch_index, image_index) -> tuple[torch.Tensor, tuple | None]:
         layouts = self._layouts(inputs)
         counts = [self.side**2 + (1 if g is None else g[0][0] * (g[0][1] + 1)) for g in layouts]
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, counts)
-        return _one_image(spans, batch_index, image_index), _image_grid(layouts, spans, batch_index, image_index)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, counts)
+        return one_image(spans, batch_index, image_index), image_grid(layouts, spans, batch_index, image_index)
 
     def image_token_grid(self, inputs, batch_index, image_index):
         span, _ = self._span(inputs, batch_index, image_index)
@@ -118,10 +110,10 @@ class ResampledView(View):
             return self.positions[:0]
         (rows, cols), (source_rows, source_cols) = self.grid, self.source
         row_cells = set(
-            _cells((y0 - by0) / (by1 - by0) * source_rows, (y1 - by0) / (by1 - by0) * source_rows, source_rows)
+            grid_cells((y0 - by0) / (by1 - by0) * source_rows, (y1 - by0) / (by1 - by0) * source_rows, source_rows)
         )
         col_cells = set(
-            _cells((x0 - bx0) / (bx1 - bx0) * source_cols, (x1 - bx0) / (bx1 - bx0) * source_cols, source_cols)
+            grid_cells((x0 - bx0) / (bx1 - bx0) * source_cols, (x1 - bx0) / (bx1 - bx0) * source_cols, source_cols)
         )
         row_range = [r for r in range(rows) if _bilinear_taps(r, source_rows, rows) & row_cells]
         col_range = [c for c in range(cols) if _bilinear_taps(c, source_cols, cols) & col_cells]
@@ -137,7 +129,7 @@ def _bilinear_taps(index: int, n_in: int, n_out: int) -> set[int]:
 
 
 def anyres_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     has_cls = vision.model_type == "clip_vision_model"
     if (config.vision_feature_select_strategy == "default") != has_cls:  # one token per patch: no CLS kept

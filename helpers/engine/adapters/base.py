@@ -1,13 +1,13 @@
 """What every adapter shares: the ``Adapter`` base (a text backbone's softmax-attention heads and its image-token
-layout), a ``View`` of an image on a grid of tokens, and the readers of configs and image-token spans the
-families build on."""
+layout), a ``View`` of an image on a grid of tokens, and the readers of configs the families build on."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
+
+from helpers.engine.adapters.layout import grid_cells
 
 Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels of the original image
 
@@ -151,8 +151,8 @@ class View:
         if x0 >= x1 or y0 >= y1:
             return self.positions[:0]
         rows, cols = self.grid
-        row_range = _cells((y0 - by0) / (by1 - by0) * rows, (y1 - by0) / (by1 - by0) * rows, rows)
-        col_range = _cells((x0 - bx0) / (bx1 - bx0) * cols, (x1 - bx0) / (bx1 - bx0) * cols, cols)
+        row_range = grid_cells((y0 - by0) / (by1 - by0) * rows, (y1 - by0) / (by1 - by0) * rows, rows)
+        col_range = grid_cells((x0 - bx0) / (bx1 - bx0) * cols, (x1 - bx0) / (bx1 - bx0) * cols, cols)
         return self.positions[[r * cols + c for r in row_range for c in col_range]]
 
 
@@ -166,31 +166,6 @@ def _check_region(region: Region, image_size: tuple[int, int]) -> None:
         )
 
 
-def _cells(start: float, stop: float, n: int) -> range:
-    """Grid cells [0, n) overlapped by the interval [start, stop) in cell units."""
-    first = min(max(int(math.floor(start)), 0), n - 1)
-    last = min(max(int(math.ceil(stop)), first + 1), n)
-    return range(first, last)
-
-
-def _image_spans(
-    input_ids: torch.Tensor, image_token_id: int, tokens_per_image: list[int]
-) -> list[list[torch.Tensor]]:
-    """Split each batch row's image-token positions into images, in order; images are numbered across the batch."""
-    spans, image = [], 0
-    for row in input_ids:
-        positions = (row == image_token_id).nonzero().flatten()
-        row_spans, start = [], 0
-        while start < positions.numel():
-            if image >= len(tokens_per_image):
-                raise ValueError("input_ids hold more image tokens than the image inputs describe")
-            n = tokens_per_image[image]
-            row_spans.append(positions[start : start + n])
-            start, image = start + n, image + 1
-        spans.append(row_spans)
-    return spans
-
-
 def _described(value) -> str:
     """A value for an error message: a tensor's shape, else its type."""
     if isinstance(value, torch.Tensor):
@@ -198,21 +173,9 @@ def _described(value) -> str:
     return "nothing" if value is None else type(value).__name__
 
 
-def _one_image(spans, batch_index: int, image_index: int) -> torch.Tensor:
-    if not 0 <= batch_index < len(spans):
-        raise ValueError(f"batch_index {batch_index} out of range: batch has {len(spans)} rows")
-    if not 0 <= image_index < len(spans[batch_index]):
-        raise ValueError(
-            f"image_index {image_index} out of range: batch row {batch_index} has {len(spans[batch_index])} image(s)"
-        )
-    return spans[batch_index][image_index]
-
-
-def _image_grid(grids: list, spans, batch_index: int, image_index: int):
-    return grids[sum(len(row) for row in spans[:batch_index]) + image_index]
-
-
-def _text_shape(text_config) -> dict:
+def text_shape(text_config) -> dict:
+    """The ``Adapter`` fields a text config gives: n_layers, n_heads, n_kv_heads (n_heads when unset) and head_dim
+    (hidden_size // n_heads when unset)."""
     n_heads = text_config.num_attention_heads
     return dict(
         n_layers=text_config.num_hidden_layers,
@@ -222,14 +185,15 @@ def _text_shape(text_config) -> dict:
     )
 
 
-def _softmax_layers(text_config, n_layers: int) -> list[int]:
+def softmax_layers(text_config, n_layers: int) -> list[int]:
     """Decoder layers whose ``layer_types`` entry is a softmax attention ("full_attention", "sliding_attention",
     ...), not "linear_attention", "conv" or "mamba"; every layer when the config has no layer_types."""
     layer_types = getattr(text_config, "layer_types", None) or ["full_attention"] * n_layers
     return [i for i, kind in enumerate(layer_types) if kind.endswith("attention") and kind != "linear_attention"]
 
 
-def _image_token_id(config) -> int | None:
+def config_image_token_id(config) -> int | None:
+    """The image token's id: ``config.image_token_id``, else ``config.image_token_index``; None when neither."""
     token = getattr(config, "image_token_id", None)
     return getattr(config, "image_token_index", None) if token is None else token
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, _image_grid, _image_spans, _one_image, _text_shape
+from helpers.engine.adapters.base import Adapter, text_shape
+from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
 @dataclass
@@ -29,13 +30,13 @@ class Gemma4Adapter(Adapter):
             real = positions[(positions >= 0).all(-1)]
             cols, rows = (real.amax(0) + 1).tolist()
             grids.append((rows // self.pooling, cols // self.pooling))
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
-        return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
+        return one_image(spans, batch_index, image_index), image_grid(grids, spans, batch_index, image_index)
 
 
 def gemma4_adapter(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
-    shape = _text_shape(text)
+    shape = text_shape(text)
     never = shape["n_layers"] if text.num_kv_shared_layers else 0
     return Gemma4Adapter(
         family="gemma4",

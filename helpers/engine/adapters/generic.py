@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.engine.adapters.base import Adapter, _image_token_id, _softmax_layers, _text_shape
+from helpers.engine.adapters.base import Adapter, config_image_token_id, softmax_layers, text_shape
 from helpers.engine.adapters.families import ADAPTERS
 from helpers.engine.model_files import model_config
 
@@ -86,7 +86,7 @@ def _generic_refusal(config) -> str | None:
             "feeds the image through cross-attention layers, not through image tokens in the sequence, so there "
             "is no image-token group for the self-attention heads to read, mask or steer"
         )
-    if _image_token_id(config) is None:
+    if config_image_token_id(config) is None:
         return "has no image_token_id / image_token_index in its config, so its image tokens cannot be found"
     if getattr(text, "num_attention_heads", None) is None or getattr(text, "num_hidden_layers", None) is None:
         return "has no num_attention_heads / num_hidden_layers in its text config"
@@ -103,15 +103,15 @@ def generic_adapter(config) -> GenericAdapter:
             f"attention registry and marks image tokens with image_token_id. {config.model_type!r} {reason}"
         )
     text = config.get_text_config(decoder=True)
-    shape = _text_shape(text)
+    shape = text_shape(text)
     # run_head_sets may copy the hidden states at a decoder layer only if no later layer takes visual features
     # (deepstack) or reuses an earlier layer's keys (kv sharing); otherwise it copies the backbone's inputs
     deepstack = len(getattr(getattr(config, "vision_config", None), "deepstack_visual_indexes", None) or [])
     never = shape["n_layers"] if getattr(text, "num_kv_shared_layers", 0) else 0
     return GenericAdapter(
         family=config.model_type,
-        candidate_layers=_softmax_layers(text, shape["n_layers"]),
-        image_token_id=_image_token_id(config),
+        candidate_layers=softmax_layers(text, shape["n_layers"]),
+        image_token_id=config_image_token_id(config),
         min_split_layer=max(deepstack, never),
         **shape,
     )

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 import torch
 from transformers.models.got_ocr2.image_processing_got_ocr2 import get_optimal_tiled_canvas
 
-from helpers.engine.adapters.base import Adapter, View, _one_image, _softmax_layers, _text_shape
+from helpers.engine.adapters.base import Adapter, View, softmax_layers, text_shape
+from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.square_grid import SquareGridAdapter
-from helpers.engine.adapters.tiles import _run_images, _tile_views
+from helpers.engine.adapters.tiles import run_images, tile_views
 
 
 @dataclass
@@ -31,7 +32,7 @@ class InternVLAdapter(SquareGridAdapter):
     def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
         """Positions [n_tiles, side * side] of one image's tokens, tile by tile: its runs of image tokens (one for
         InternVL, one per tile for Aya Vision), each image's last run after the token before the row's last run."""
-        runs = _one_image(_run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
+        runs = one_image(run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
         span = torch.cat(runs)
         if span.numel() % self.side**2:
             raise ValueError(
@@ -58,7 +59,7 @@ class InternVLAdapter(SquareGridAdapter):
                 "min_patches and max_patches"
             )
         thumbnail = View("thumbnail", (0, 0, width, height), grid, tiles[-1])
-        return [*_tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]), thumbnail]
+        return [*tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]), thumbnail]
 
 
 @dataclass
@@ -81,7 +82,7 @@ def _tiling(image_processor, tile: tuple[int, int]) -> dict:
 
 
 def internvl_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(
         reversed(vision.image_size)
@@ -103,7 +104,7 @@ def internvl_adapter(config, image_processor=None, processor=None) -> Adapter:
 
 
 def aya_vision_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "full":
         raise ValueError(
@@ -111,7 +112,7 @@ def aya_vision_adapter(config, image_processor=None, processor=None) -> Adapter:
         )
     return AyaVisionAdapter(
         family="aya_vision",
-        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        candidate_layers=softmax_layers(config.text_config, shape["n_layers"]),
         image_token_id=config.image_token_id,
         side=vision.image_size // vision.patch_size // config.downsample_factor,
         crop=False,

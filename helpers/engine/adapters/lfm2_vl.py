@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import torch
 from transformers.models.lfm2_vl.image_processing_lfm2_vl import find_closest_aspect_ratio
 
-from helpers.engine.adapters.base import Adapter, View, _one_image, _softmax_layers, _text_shape
-from helpers.engine.adapters.tiles import _run_images, _tile_views
+from helpers.engine.adapters.base import Adapter, View, softmax_layers, text_shape
+from helpers.engine.adapters.layout import one_image
+from helpers.engine.adapters.tiles import run_images, tile_views
 
 
 @dataclass
@@ -29,8 +30,8 @@ class Lfm2VlAdapter(Adapter):
 
     def _pictures(self, inputs, batch_index, image_index) -> list[tuple[torch.Tensor, tuple[int, int]]]:
         """Each picture of one image: positions [rows * cols] and its token grid (rows, cols)."""
-        images = _run_images(inputs["input_ids"], self.image_token_id, "end")
-        runs = _one_image(images, batch_index, image_index)
+        images = run_images(inputs["input_ids"], self.image_token_id, "end")
+        runs = one_image(images, batch_index, image_index)
         grids = [(h // self.factor, w // self.factor) for h, w in inputs["spatial_shapes"].tolist()]  # per picture
         before = sum(len(image) for row in images[:batch_index] for image in row)  # pictures of the rows above
         before += sum(len(image) for image in images[batch_index][:image_index])
@@ -71,7 +72,7 @@ class Lfm2VlAdapter(Adapter):
                 f"{rows}x{cols} tiles{' and the thumbnail' * self.thumbnail}: build the adapter with the processor "
                 "that made the inputs (adapter_for(config, processor))"
             )
-        tiles = _tile_views(width, height, rows, cols, [(grid, run) for run, grid in pictures[: rows * cols]])
+        tiles = tile_views(width, height, rows, cols, [(grid, run) for run, grid in pictures[: rows * cols]])
         if not self.thumbnail:
             return tiles
         (run, grid) = pictures[-1]
@@ -79,7 +80,7 @@ class Lfm2VlAdapter(Adapter):
 
 
 def lfm2_vl_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     tiling = dict(tile=512, min_tiles=2, max_tiles=10, thumbnail=True)  # Lfm2VlImageProcessor's defaults
     if image_processor is not None:
         if image_processor.downsample_factor != config.downsample_factor:
@@ -95,7 +96,7 @@ def lfm2_vl_adapter(config, image_processor=None, processor=None) -> Adapter:
         )
     return Lfm2VlAdapter(
         family="lfm2_vl",
-        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
+        candidate_layers=softmax_layers(config.text_config, shape["n_layers"]),
         image_token_id=config.image_token_id,
         factor=config.downsample_factor,
         **tiling,

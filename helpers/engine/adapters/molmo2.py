@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 from transformers.models.molmo2.image_processing_molmo2 import compute_crop_geometry
 
-from helpers.engine.adapters.base import Adapter, View, _image_grid, _image_spans, _one_image, _text_shape
+from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
 @dataclass
@@ -39,8 +40,8 @@ class Molmo2Adapter(Adapter):
 
     def _span(self, inputs, batch_index, image_index) -> tuple[torch.Tensor, list[int]]:
         grids = inputs["image_grids"].tolist()  # [n_images, 4]: low_rows, low_cols, high_rows, high_cols (tokens)
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [a * b + c * d for a, b, c, d in grids])
-        return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, [a * b + c * d for a, b, c, d in grids])
+        return one_image(spans, batch_index, image_index), image_grid(grids, spans, batch_index, image_index)
 
     def image_token_grid(self, inputs, batch_index, image_index):
         span, (rows, cols, _, _) = self._span(inputs, batch_index, image_index)
@@ -81,7 +82,7 @@ class Molmo2Adapter(Adapter):
 
 
 def molmo2_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     # without the image processor: the vision tower's crop and patch, Molmo2ImageProcessor's other defaults
     layout = dict(patch=vision.patch_size, crop=vision.image_size[0], margins=(4, 4), max_crops=8, pooling=(2, 2))

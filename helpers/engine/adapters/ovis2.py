@@ -8,9 +8,10 @@ import torch
 from transformers.models.ovis2.image_processing_ovis2 import get_min_tile_covering_grid
 from transformers.models.ovis2.image_processing_ovis2 import get_optimal_tiled_canvas as ovis2_tiled_canvas
 
-from helpers.engine.adapters.base import Adapter, View, _one_image, _text_shape
+from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.square_grid import SquareGridAdapter
-from helpers.engine.adapters.tiles import _run_images, _tile_views
+from helpers.engine.adapters.tiles import run_images, tile_views
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Ovis2Adapter(SquareGridAdapter):
     def _tile_positions(self, inputs, batch_index, image_index) -> torch.Tensor:
         """Positions [n_pictures, side * side] of one image's tokens, the thumbnail first."""
         return torch.stack(
-            _one_image(_run_images(inputs["input_ids"], self.image_token_id, "first"), batch_index, image_index)
+            one_image(run_images(inputs["input_ids"], self.image_token_id, "first"), batch_index, image_index)
         )
 
     def image_token_grid(self, inputs, batch_index, image_index):
@@ -54,11 +55,11 @@ class Ovis2Adapter(SquareGridAdapter):
                 "that made the inputs (adapter_for(config, processor))"
             )
         thumbnail = View("thumbnail", (0, 0, width, height), grid, pictures[0])
-        return [thumbnail, *_tile_views(width, height, rows, cols, [(grid, p) for p in pictures[1:]])]
+        return [thumbnail, *tile_views(width, height, rows, cols, [(grid, p) for p in pictures[1:]])]
 
 
 def ovis2_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     patches, stride = vision.image_size // vision.patch_size, vision.hidden_stride
     if patches % stride:

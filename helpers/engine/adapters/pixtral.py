@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import (
-    Adapter,
-    _image_grid,
-    _image_spans,
-    _image_token_id,
-    _one_image,
-    _softmax_layers,
-    _text_shape,
-)
+from helpers.engine.adapters.base import Adapter, config_image_token_id, softmax_layers, text_shape
+from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
 @dataclass
@@ -28,16 +21,16 @@ class PixtralAdapter(Adapter):
 
     def image_token_grid(self, inputs, batch_index, image_index):
         grids = [(h // self.unit, w // self.unit) for h, w in inputs["image_sizes"].tolist()]
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
-        return _one_image(spans, batch_index, image_index), _image_grid(grids, spans, batch_index, image_index)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in grids])
+        return one_image(spans, batch_index, image_index), image_grid(grids, spans, batch_index, image_index)
 
 
 def mistral3_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     return PixtralAdapter(
         family="mistral3",
-        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
-        image_token_id=_image_token_id(config),
+        candidate_layers=softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=config_image_token_id(config),
         unit=config.vision_config.patch_size * config.spatial_merge_size,
         **shape,
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, _image_grid, _image_spans, _one_image, _text_shape
+from helpers.engine.adapters.base import Adapter, text_shape
+from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
 @dataclass
@@ -17,8 +18,8 @@ class QwenVLAdapter(Adapter):
     def image_token_grid(self, inputs, batch_index, image_index):
         grids = inputs["image_grid_thw"].tolist()  # [n_images, 3] (t, h, w) in patches
         merged = [(t * h // self.merge, w // self.merge) for t, h, w in grids]
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in merged])
-        return _one_image(spans, batch_index, image_index), _image_grid(merged, spans, batch_index, image_index)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, [r * c for r, c in merged])
+        return one_image(spans, batch_index, image_index), image_grid(merged, spans, batch_index, image_index)
 
     def check_pixels(self, inputs, n_tokens):
         """Packed pixels: one row per patch of every image, image_grid_thw's (t, h, w) patches each, and one image
@@ -47,7 +48,7 @@ class QwenVLAdapter(Adapter):
 
 def qwen_adapter(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
-    shape = _text_shape(text)
+    shape = text_shape(text)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
     candidates = [i for i, kind in enumerate(layer_types) if kind != "linear_attention"]
     deepstack = len(getattr(config.vision_config, "deepstack_visual_indexes", None) or [])

@@ -12,8 +12,9 @@ from transformers.models.idefics3.image_processing_idefics3 import (
     _resize_output_size_scale_below_upper_bound,
 )
 
-from helpers.engine.adapters.base import Adapter, View, _one_image, _text_shape
-from helpers.engine.adapters.tiles import _run_images, _tile_views
+from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.layout import one_image
+from helpers.engine.adapters.tiles import run_images, tile_views
 
 
 @dataclass
@@ -53,7 +54,7 @@ class SplitImageAdapter(Adapter):
         """Positions [n_tiles, side * side] of one image's tokens, tile by tile (the global image last): one run of
         image tokens per tile; an image ends with the run after the token that precedes each row's last run."""
         return torch.stack(
-            _one_image(_run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
+            one_image(run_images(inputs["input_ids"], self.image_token_id, "last"), batch_index, image_index)
         )
 
     def image_token_grid(self, inputs, batch_index, image_index):
@@ -70,12 +71,12 @@ class SplitImageAdapter(Adapter):
                 f"{rows}x{cols} tiles and the global image: build the adapter with the processor that made the inputs"
             )
         grid = (self.side, self.side)
-        views = _tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]) if rows else []
+        views = tile_views(width, height, rows, cols, [(grid, t) for t in tiles[:-1]]) if rows else []
         return [*views, View("global image", (0, 0, width, height), grid, tiles[-1])]
 
 
 def split_image_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     tile, longest, splitting = vision.image_size, 4 * vision.image_size, True  # the image processors' defaults
     if image_processor is not None:

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import (
-    Adapter,
-    View,
-    _image_spans,
-    _image_token_id,
-    _one_image,
-    _softmax_layers,
-    _text_shape,
-)
+from helpers.engine.adapters.base import Adapter, View, config_image_token_id, softmax_layers, text_shape
+from helpers.engine.adapters.layout import image_spans, one_image
 
 
 @dataclass
@@ -28,8 +21,8 @@ class SquareGridAdapter(Adapter):
 
     def image_token_grid(self, inputs, batch_index, image_index):
         n_images = int((inputs["input_ids"] == self.image_token_id).sum()) // (self.side**2)
-        spans = _image_spans(inputs["input_ids"], self.image_token_id, [self.side**2] * n_images)
-        return _one_image(spans, batch_index, image_index), (self.side, self.side)
+        spans = image_spans(inputs["input_ids"], self.image_token_id, [self.side**2] * n_images)
+        return one_image(spans, batch_index, image_index), (self.side, self.side)
 
     def views(self, inputs, image_size, batch_index, image_index):
         if not self.crop:
@@ -42,14 +35,14 @@ class SquareGridAdapter(Adapter):
 
 
 def paligemma_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = _text_shape(config.text_config)
+    shape = text_shape(config.text_config)
     vision = config.vision_config
     if image_processor is not None and getattr(image_processor, "do_center_crop", False):
         raise ValueError("paligemma adapter maps the image resized onto the square, not centre crops (do_center_crop)")
     return SquareGridAdapter(
         family="paligemma",
-        candidate_layers=_softmax_layers(config.text_config, shape["n_layers"]),
-        image_token_id=_image_token_id(config),
+        candidate_layers=softmax_layers(config.text_config, shape["n_layers"]),
+        image_token_id=config_image_token_id(config),
         side=vision.image_size // vision.patch_size,
         crop=False,
         **shape,

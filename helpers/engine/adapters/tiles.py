@@ -8,7 +8,7 @@ import torch
 from helpers.engine.adapters.base import View
 
 
-def _tile_views(width: float, height: float, rows: int, cols: int, tiles: list) -> list[View]:
+def tile_views(width: float, height: float, rows: int, cols: int, tiles: list) -> list[View]:
     """The views of an image stretched onto rows x cols tiles (row-major), each tile's (grid, positions) given."""
     dx, dy = width / cols, height / rows  # a tile's share of the original image
     return [
@@ -18,7 +18,7 @@ def _tile_views(width: float, height: float, rows: int, cols: int, tiles: list) 
     ]
 
 
-def _run_images(input_ids: torch.Tensor, image_token_id: int, marked: str) -> list[list[list[torch.Tensor]]]:
+def run_images(input_ids: torch.Tensor, image_token_id: int, marked: str) -> list[list[list[torch.Tensor]]]:
     """Per batch row, per image: its runs of image tokens (positions [n] each), in order. Images are told apart by
     the token next to a run, which must be the one next to the same run of the row's first or last image:
     ``marked`` "last": each image's last run follows the token before the row's last run (<global-img>, Aya's
