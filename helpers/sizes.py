@@ -6,9 +6,10 @@ Profiles (the notebooks' `profile` parameter):
   the referring + query-span sets in Tables 3 (NCS), 10 and 14 (k = 100), 100 for the grid contrast of
   Tables 6 / 16 on 120 items, 5 for Table 18's beta sweep on 200 items, 2,000 bootstrap resamples; notebook
   06: 400 discovery strips, 100 random sets for Table 16 and 80 items per pointing task.
-A smoke run shrinks every size to at most SMOKE_SIZES, whatever the profile says: its R is SMOKE_RANDOM in every
-analysis. The report card (notebook 07, `python -m helpers.protocol`) has its own sizes per profile, CARD_SIZES, at
-the end of this module. The named random streams the draws come from are in helpers/measures/streams.py.
+A smoke run shrinks every size to at most SMOKE_SIZES, whatever the profile says: its R is at most SMOKE_RANDOM
+in every analysis. The report card (notebook 07, `python -m helpers.protocol`) has its own sizes per profile,
+CARD_SIZES, at the end of this module. The named random streams the draws come from are in
+helpers/measures/streams.py.
 
     R = sizes.n_random(P, "table03_ncs", setting)    # the R of one row of one table
 """
@@ -26,8 +27,8 @@ PAPER_SIZES = {
     "n_random_grid": 100,  # Table 16's layer-matched sets
     "n_pointing": 80,  # items per pointing task (Tables 23, 26, 27)
 }
-# The R of a smoke run, whatever the profile: every analysis's random sets (sizes.n_random), the grid contrast's and
-# the report card's.
+# The R of a smoke run, whatever the profile: at most this many random sets in every analysis (sizes.n_random), the
+# grid contrast and the report card.
 SMOKE_RANDOM = 3
 # Sizes of a smoke run (`smoke=True`), whatever the profile: each notebook parameter of these names is shrunk to at
 # most its value (helpers.runner.params.validate), enough to exercise every code path in seconds.
