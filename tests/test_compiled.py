@@ -58,6 +58,26 @@ def test_compiled_layers_equal_the_eager_ones(toy):
 
 
 @torch.no_grad()
+def test_compiled_layers_hide_and_steer_inside_their_graph_and_keep_the_guards(toy, monkeypatch):
+    """Under compiled layers a hide or a steer never reaches the eager attention (one graph per layer), a read
+    does; the guards still refuse a HIDE that leaves a row no key, and the intervened layers are counted."""
+    lm, single, grid, sets = toy
+    compile_decoder_layers(lm)
+    eager_calls = []
+    apply = attention._apply
+    monkeypatch.setattr(attention, "_apply", lambda *args, **kw: eager_calls.append(1) or apply(*args, **kw))
+    run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
+    run_head_sets(lm, single.inputs, sets, single.image_mask, 5.0, single.last_prompt_mask, 1)
+    assert eager_calls == []
+    with probe(lm, read=Read(rows="all", groups={"image": single.image_mask})):
+        lm.model(**single.inputs)
+    assert len(eager_calls) == len(lm.adapter.candidate_layers)
+    every_key = torch.ones_like(single.image_mask)
+    with pytest.raises(ValueError, match="hides every key that query row 0"):
+        run_head_sets(lm, single.inputs, sets, every_key, HIDE, "all", 1)
+
+
+@torch.no_grad()
 def test_small_attention_equals_sdpa(toy, monkeypatch):
     lm, single, grid, sets = toy
     calls = []

@@ -19,7 +19,7 @@ from helpers.engine import (
     wrap_model,
 )
 from helpers.engine.head_sets import _from_prefix
-from helpers.engine.kept_rows import _kept_rows
+from helpers.engine.kept_rows import kept_rows as eager_kept_rows
 from tests.oracle import ORACLE, biased
 from tests.tiny_models import CONFIGS, IMAGE_TOKEN, VISION_END, VISION_START, tiny_inputs, tiny_model
 
@@ -540,7 +540,7 @@ def test_run_head_sets_runs_the_last_layer_at_the_kept_rows(family, monkeypatch,
         rows = torch.zeros_like(keys)
         rows[:, T - 6 : T - 2] = True  # prompt rows before the kept ones
     ran = []
-    monkeypatch.setattr(kept_rows, "_kept_rows", lambda *a, **k: ran.append(a[2].shape) or _kept_rows(*a, **k))
+    monkeypatch.setattr(kept_rows, "kept_rows", lambda *a, **k: ran.append(a[2].shape) or eager_kept_rows(*a, **k))
     betas = torch.tensor([HIDE, 3.0, HIDE, -2.0])
     fast = run_head_sets(lm, item, heads, keys, betas, rows, logits_to_keep=keep)
     supported = kept_rows.supports(lm.adapter.language_model(lm.model).layers[-1])

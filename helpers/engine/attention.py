@@ -146,6 +146,7 @@ class _State:
     copies: object | None = None  # a probe call's copies for an installed copy counter (not run_head_sets')
 
 
+IN_GRAPH = "head_probe_in_graph"  # the keyword that carries in_graph_inputs through a compiled decoder layer
 _ACTIVE: list[_State] = []  # open probes, outermost first; each sees only its own model's modules
 # run_head_sets' continuation of a clean item's first rows (see recording and continuing below)
 _RECORDING: dict = {}  # attention module -> (key, value, attention_mask) of its last call
@@ -153,6 +154,16 @@ _CONTINUING: dict = {}  # attention module -> (key [1, Hkv, p0, D], value, mask 
 
 
 def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """The registered attention function. With ``IN_GRAPH`` inputs (the compiled decoder layers pass them when the
+    layer's work fits in_graph_inputs) the attention is traced into the layer's graph; otherwise the eager path."""
+    dense = kwargs.pop(IN_GRAPH, None)
+    if dense is not None and _plain(query, key, value, dropout, kwargs):
+        return _in_graph(query, key, value, query.shape[-1] ** -0.5 if scaling is None else scaling, *dense), None
+    return _eager_attention(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+
+
+@torch.compiler.disable
+def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """sdpa attention plus the active probe's read and intervention. query [B, H, q, D], key [B, Hkv, k, D]."""
     if module in _CONTINUING:  # rows [p0, T): the keys and values of the rows before them, their full mask rows
         first_key, first_value, mask_rows = _CONTINUING[module]
@@ -187,6 +198,76 @@ def head_probe_attention(module, query, key, value, attention_mask, dropout=0.0,
     return output, None
 
 
+def in_graph_inputs(module, hidden_states, attention_mask) -> tuple | None:
+    """What ``module``'s attention needs to run inside its compiled decoder layer's graph (_in_graph), given the
+    layer's input ``hidden_states`` [B, q, D] and ``attention_mask``: (mask [B or 1, 1, q, k], gate [B, H, 1, 1]
+    bool, addend [U', 1, q, k], first key, first value [1, Hkv, p0, D]; None where a part is not needed). None
+    where the eager path runs instead: a read, a masking other than "hide", two probes on one module, a clean
+    record, another dtype or device than fp32 on the CPU, more than SMALL_KEYS keys. The probe's guards and
+    bookkeeping for the layer run here, before its graph, as _apply runs them on the eager path."""
+    if module in _RECORDING or hidden_states.device.type != "cpu" or hidden_states.dtype != torch.float32:
+        return None
+    if attention_mask is None or attention_mask.dtype != torch.float32:
+        return None
+    q_len = hidden_states.shape[1]
+    first_key = first_value = None
+    if module in _CONTINUING:  # rows [p0, T) continue the clean item's first rows
+        first_key, first_value, mask_rows = _CONTINUING[module]
+        attention_mask = mask_rows[:, :, -q_len:]  # [1, 1, q, T]
+    if attention_mask.shape[-1] > SMALL_KEYS or attention_mask.shape[-2] != q_len:
+        return None
+    states = [state for state in _ACTIVE if module in state.layer_of]
+    eager = [s for s in states if s.read is not None or s.intervene.masking != "hide"]
+    if len(states) > 1 or eager:
+        return None
+    gate = addend = None
+    if states:
+        gate, addend = _in_graph_intervention(states[0], module, hidden_states.shape[0], attention_mask)
+    return attention_mask, gate, addend, first_key, first_value
+
+
+def _in_graph_intervention(state: _State, module, batch: int, attention_mask) -> tuple:
+    """The intervention at ``module``'s layer as (gate [B, H, 1, 1]: the set's heads, addend [U', 1, q, k]: the
+    bias at the hit keys), or (None, None) where the layer holds no pair or runs once for all copies."""
+    layer = state.layer_of[module]
+    state.layer_calls[layer] += 1
+    if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
+        return None, None
+    _check_batch(state, batch)
+    q_len, k_len = attention_mask.shape[-2:]
+    query_pos = state.step_end - q_len + torch.arange(q_len, device=attention_mask.device)  # [q]
+    key_pos = state.step_end - k_len + torch.arange(k_len, device=attention_mask.device)  # [k]
+    found = _found(state, layer, attention_mask, query_pos, key_pos)
+    if found is None:
+        return None, None
+    return state.intervene.heads[:, layer, :, None, None], _addend(found[1])[:, None]
+
+
+def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value) -> torch.Tensor:
+    """softmax(q k^T s + mask + the addend at the gated heads) v [B, q, H, D], traced into the compiled layer's
+    graph; the same sums in the same order as the eager small path. query [B, H, q, D]; key and value [B, Hkv, k',
+    D], after ``first_key`` and ``first_value`` [1, Hkv, p0, D] when the rows continue an item's first rows."""
+    if first_key is not None:
+        batch = key.shape[0]
+        key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)  # [B, Hkv, T, D]
+        value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+    scores = _scores(query, key) * scaling + mask  # [B, H, q, k]
+    if gate is not None:
+        scores = scores + torch.where(gate, addend, 0.0)
+    return _weighted(scores.softmax(-1), value)
+
+
+def _plain(query, key, value, dropout, kwargs) -> bool:
+    """Attention that is softmax(q k^T s + mask) v and nothing else: no dropout, soft-capping, sinks or position
+    bias, values as wide as keys, whole groups of query heads per key head."""
+    return (
+        key.shape[-1] == value.shape[-1]
+        and query.shape[1] % key.shape[1] == 0
+        and not dropout
+        and all(given is None or given is False or name in PLAIN_KWARGS for name, given in kwargs.items())
+    )
+
+
 def _small(query, key, value, attention_mask, dropout, kwargs) -> bool:
     """Attention as two batched matmuls around a softmax: on the CPU in fp32, for at most SMALL_KEYS keys and
     with nothing but an additive float mask (no dropout, soft-capping, sinks or position bias). There sdpa's
@@ -195,13 +276,10 @@ def _small(query, key, value, attention_mask, dropout, kwargs) -> bool:
         query.device.type == "cpu"
         and query.dtype == torch.float32
         and key.shape[2] <= SMALL_KEYS
-        and key.shape[-1] == value.shape[-1]
-        and query.shape[1] % key.shape[1] == 0
         and attention_mask is not None
         and attention_mask.dtype == query.dtype
-        and not dropout
         and tuple(attention_mask.shape[-2:]) == (query.shape[2], key.shape[2])
-        and all(given is None or given is False or name in PLAIN_KWARGS for name, given in kwargs.items())
+        and _plain(query, key, value, dropout, kwargs)
     )
 
 
@@ -239,8 +317,7 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
         scaling = query.shape[-1] ** -0.5
     batch, n_heads, q_len, _ = query.shape
     k_len = key.shape[2]
-    if batch != state.batch:
-        raise ValueError(f"the probe's tensors have batch size {state.batch}, the forward has batch size {batch}")
+    _check_batch(state, batch)
     # Queries and keys both end at the step's last token: sliding-window layers keep only the last keys,
     # and Gemma 4's KV-shared layers may run only the last queries (generate's logits_to_keep).
     query_pos = state.step_end - q_len + torch.arange(q_len, device=query.device)  # [q]
@@ -254,6 +331,11 @@ def _apply(state: _State, module, output, query, key, value, attention_mask, sca
     return _intervene(
         state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
     )
+
+
+def _check_batch(state: _State, batch: int) -> None:
+    if batch != state.batch:
+        raise ValueError(f"the probe's tensors have batch size {state.batch}, the forward has batch size {batch}")
 
 
 def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
@@ -305,8 +387,7 @@ def continuing(first_rows: dict):
             _CONTINUING.pop(module, None)
 
 
-# torch.compile'd decoder layers (helpers.engine.compiled) call it as it is, outside their graphs
-AttentionInterface.register(ATTENTION, torch.compiler.disable(head_probe_attention))
+AttentionInterface.register(ATTENTION, head_probe_attention)
 AttentionMaskInterface.register(ATTENTION, eager_mask)
 
 
@@ -474,6 +555,32 @@ def _addend(selection: _Selection) -> torch.Tensor:
     return selection.addend
 
 
+def _found(state: _State, layer: int, attention_mask, query_pos, key_pos) -> tuple[_Pairs, _Selection] | None:
+    """The head-set's pairs at ``layer`` and what the intervention picks under ``attention_mask`` [B or 1, 1, q, k]
+    (None where the layer holds no pair), after the guard against a row left without a key; notes which batch
+    rows had a chosen row and saw a selected key."""
+    pairs = _pairs(state, layer, attention_mask.device)
+    if pairs.b.numel() == 0:
+        return None
+    selection = _per_mask(
+        state, "intervene", attention_mask, lambda: _selection(state, attention_mask, query_pos, key_pos)
+    )
+    n_carriers = pairs.carriers.numel()
+    # the selection has one row serving every carrier (copies of one item) or every batch row
+    own, own_cpu = (slice(0, 1), slice(0, 1)) if state.same_item else (pairs.carriers, pairs.carriers_cpu)
+    if selection.emptied_rows[own_cpu].any():
+        row_of, row = selection.emptied[own].nonzero()[0].tolist()
+        batch_row = int(pairs.carriers_cpu[row_of])
+        raise ValueError(
+            f"the intervention hides every key that query row {int(query_pos[row])} of batch row {batch_row} can "
+            f"see (candidate layer {layer}, head {int(pairs.h[pairs.b == batch_row][0])}): its attention would be "
+            "undefined; hide fewer keys or leave that row out of Intervention.rows"
+        )
+    state.rows_hit[pairs.carriers_cpu[selection.rows_hit[own_cpu].expand(n_carriers)]] = True
+    state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
+    return pairs, selection
+
+
 def _intervene(
     state, layer, output, query, key, value, attention_mask, scaling, groups_of_kv, query_pos, key_pos, scores
 ):
@@ -485,27 +592,12 @@ def _intervene(
 
     Rows, keys, bias and mask belong to a batch row, not to a head: what they pick is found once per forward
     step (_selection), for one batch row when the batch rows are copies of one item, and shared by the heads."""
-    pairs = _pairs(state, layer, query.device)
-    if pairs.b.numel() == 0:
+    found = _found(state, layer, attention_mask, query_pos, key_pos)
+    if found is None:
         return None
-    selection = _per_mask(
-        state, "intervene", attention_mask, lambda: _selection(state, attention_mask, query_pos, key_pos)
-    )
+    pairs, selection = found
     n_carriers = pairs.carriers.numel()
-    if state.same_item:  # the selection's one row serves every carrier
-        own, own_cpu = slice(0, 1), slice(0, 1)
-    else:  # the selection has every batch row
-        own, own_cpu = pairs.carriers, pairs.carriers_cpu
-    if selection.emptied_rows[own_cpu].any():
-        row_of, row = selection.emptied[own].nonzero()[0].tolist()
-        batch_row = int(pairs.carriers_cpu[row_of])
-        raise ValueError(
-            f"the intervention hides every key that query row {int(query_pos[row])} of batch row {batch_row} can "
-            f"see (candidate layer {layer}, head {int(pairs.h[pairs.b == batch_row][0])}): its attention would be "
-            "undefined; hide fewer keys or leave that row out of Intervention.rows"
-        )
-    state.rows_hit[pairs.carriers_cpu[selection.rows_hit[own_cpu].expand(n_carriers)]] = True
-    state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
+    own = slice(0, 1) if state.same_item else pairs.carriers  # the selection's one row serves every carrier
     n_heads, q_len, k_len = query.shape[1], query.shape[2], key.shape[2]
     masking = state.intervene.masking
     if scores is not None:

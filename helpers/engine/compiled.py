@@ -1,9 +1,12 @@
 """torch.compile for the decoder layers of a loaded model's text backbone.
 
 On the CPU most of a head-set copy's time outside the matmuls goes to elementwise passes over its
-activations (RMSNorm of queries and keys, rotary embeddings, residual adds), one pass per eager op; inductor
-fuses them. The head-probe attention stays eager (it is registered with ``torch.compiler.disable``), so reads
-and interventions run unchanged inside the compiled layers.
+activations (RMSNorm of queries and keys, rotary embeddings, residual adds, the attention's scale, mask and
+softmax), one pass per eager op; inductor fuses them. Each layer is one graph with its attention inside where
+the attention is softmax(q k^T s + mask) v in fp32 on the CPU with at most SMALL_KEYS keys and the probe only
+hides or steers (attention.in_graph_inputs): the layer's wrapper runs the probe's guards and bookkeeping first
+and hands the graph the mask and the intervention as tensors (the set's heads, the bias at the hit keys). Reads
+and the other maskings run the head-probe attention's eager path, as a graph break inside the layer.
 
 Results equal the eager layers' to float32 rounding (tests/test_compiled.py: every engine path, 1e-5 on
 logits; 1.2e-7 measured on letter probabilities), as results of a different number of copies per forward
@@ -22,6 +25,8 @@ import torch
 import torch._dynamo.config
 import torch._inductor.config
 
+from helpers.engine import attention, kept_rows
+
 RECOMPILE_LIMIT = 64
 
 
@@ -37,17 +42,42 @@ def compile_decoder_layers(loaded) -> None:
     # back to eager (with a warning in the notebook)
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPU
-    for layer in loaded.adapter.language_model(loaded.model).layers:
-        layer.forward = _without_cache(torch.compile(layer.forward, dynamic=True), layer.forward)
+    adapter = loaded.adapter
+    modules = dict(zip(adapter.candidate_layers, adapter.attention_modules(loaded.model)))  # layer -> attention
+    for index, layer in enumerate(adapter.language_model(loaded.model).layers):
+        compiled = torch.compile(layer.forward, dynamic=True)
+        layer.forward = _without_cache(compiled, layer.forward, modules.get(index))
+        if kept_rows.supports(layer):
+            layer.kept_rows = _kept_rows_in_graph(torch.compile(kept_rows.kept_rows, dynamic=True), modules.get(index))
     loaded.compiled = True
 
 
-def _without_cache(compiled, eager):
-    """The compiled forward for forwards without a key-value cache; the eager one for a continuation of a cache
-    (generate), whose per-layer cache state would make every layer a new graph."""
+def _without_cache(compiled, eager, module):
+    """The compiled forward for forwards without a key-value cache, given the in-graph attention's inputs for
+    ``module`` (the layer's attention module; None: not a candidate layer) where it takes them; the eager one for a
+    continuation of a cache (generate), whose per-layer cache state would make every layer a new graph."""
 
-    def forward(*args, **kwargs):
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        return (eager if cache is not None else compiled)(*args, **kwargs)
+    def forward(hidden_states, *args, **kwargs):
+        if kwargs.get("cache", kwargs.get("past_key_values")) is not None:
+            return eager(hidden_states, *args, **kwargs)
+        mask = kwargs.get("attention_mask")
+        dense = None if module is None else attention.in_graph_inputs(module, hidden_states, mask)
+        if dense is not None:
+            kwargs[attention.IN_GRAPH] = dense
+        return compiled(hidden_states, *args, **kwargs)
 
     return forward
+
+
+def _kept_rows_in_graph(compiled, module):
+    """kept_rows.kept_rows compiled, given the in-graph attention's inputs for the kept rows where it takes them."""
+
+    def kept(layer, keep, hidden_states, **kwargs):
+        mask = kwargs.get("attention_mask")
+        rows = None if mask is None else mask[:, :, -keep:]  # [B | 1, 1, keep, T]
+        dense = None if module is None else attention.in_graph_inputs(module, hidden_states[:, -keep:], rows)
+        if dense is not None:
+            kwargs[attention.IN_GRAPH] = dense
+        return compiled(layer, keep, hidden_states, **kwargs)
+
+    return kept

@@ -35,10 +35,12 @@ def last_layer_at_kept_rows(text_model, keep: int):
     whole = layer.forward  # the class's method, or the compiled wrapper set on the instance
     own = "forward" in layer.__dict__
 
+    kept = getattr(layer, "kept_rows", kept_rows)  # compiled by helpers.engine.compiled, or eager
+
     def forward(hidden_states, *args, **kwargs):
         if kwargs.get("cache", kwargs.get("past_key_values")) is not None or args:
             return whole(hidden_states, *args, **kwargs)
-        return _kept_rows(layer, keep, hidden_states, **kwargs)
+        return kept(layer, keep, hidden_states, **kwargs)
 
     layer.forward = forward
     try:
@@ -50,7 +52,7 @@ def last_layer_at_kept_rows(text_model, keep: int):
             del layer.forward
 
 
-def _kept_rows(layer, keep: int, hidden_states, position_embeddings, attention_mask=None, **kwargs):
+def kept_rows(layer, keep: int, hidden_states, position_embeddings, attention_mask=None, **kwargs):
     """The layer's output at its last ``keep`` rows: [B, keep, D] from hidden states [B, T, D]."""
     attn = layer.self_attn
     batch, length, _ = hidden_states.shape
