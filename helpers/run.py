@@ -42,7 +42,7 @@ from pathlib import Path
 from helpers.engine.devices import resolve_device
 from helpers.runner import floor, ledger, progress
 from helpers.runner.cli import add_parameter_option, check_option, parameter_overrides, parse_value
-from helpers.runner.params import ParameterError, check_run, declared_in
+from helpers.runner.params import ParameterError, check_renamed, check_run, declared_in
 from helpers.runner.steps import STEPS, producer, waits_for
 from helpers.storage import cache, paths, runs, timers, workers
 
@@ -163,6 +163,10 @@ def run(
     """Execute `sources`, up to `jobs` notebooks at once in the order their reads allow (_schedule; one job: in
     order). `overrides` (the user's -p) must each be declared by some selected notebook; they and `defaults` go
     to the notebooks that declare them. Returns the seconds each notebook took."""
+    try:
+        check_renamed(overrides)
+    except ParameterError as error:
+        raise SystemExit(str(error)) from None
     declared_names = {name for src in sources for name in declared_in(src)}
     unused = sorted(set(overrides) - declared_names)
     if unused:  # before papermill's and torch's imports, like every refusal of the runner

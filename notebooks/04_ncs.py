@@ -33,7 +33,7 @@ eval_corpus = "co"
 n_items = 100
 n_random = 20
 n_boot = 2000
-rows = "all"
+row_group = "all"
 beta = 10.0  # Figure 8's steering strength (notebook 03's default)
 sets_per_forward = 64
 seed = 0
@@ -56,7 +56,7 @@ from helpers.measures.steering import cers
 from helpers.measures.verdicts import with_readings
 from helpers.runner import params, report
 from helpers.stimuli.design import QUERIES, SETTINGS, parse_setting
-from helpers.studies import claims, findings
+from helpers.studies import claims, controls, findings
 from helpers.studies.against_controls import against_controls
 from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
@@ -173,16 +173,12 @@ print(claims.sentences(P.out_dir, ("necessity follows the source",)))
 # .24-.38 against random.
 
 # %%
-row_settings = ["co-ref-qsp", "co-ord-qsp", "co-ref-last", "co-ord-last"]
+row_settings = ("co-ref-qsp", "co-ord-qsp", "co-ref-last", "co-ord-last")
 R5 = sizes.n_random(P, "table05")
 per_layer = exp.head_sets("_per_layer")
+flat = controls.row_groups_table(exp, R5, row_settings, ("all", "prompt", "last"), selections=("flat",))
 table5 = []
-for s in row_settings:
-    row = {"setting": s, "R": R5, "interval": "t"}
-    for group in ("all", "prompt", "last"):
-        result = against_controls(ncs(exp.mask_controls(s, R5, rows=group)))
-        row |= {group: result["S"], f"{group} low": result["S low"], f"{group} high": result["S high"]}
-        row |= {f"{group} random mean": result["random mean"], f"{group} p": result["p"]}
+for s, row in controls.row_group_columns(flat).items():
     sets = with_controls(per_layer[s], per_layer_controls(per_layer[s], s, R5, P.seed))
     necessity, steering = against_controls(ncs(exp.mask(sets))), against_controls(cers(exp.steer(sets)))
     row |= {"per layer heads": int(per_layer[s].sum()), "per layer NCS": necessity["S"]}

@@ -43,7 +43,7 @@ n_items = 100
 n_random = 20
 n_random_large = 250
 beta = 10.0
-rows = "all"
+row_group = "all"
 # Table 14's k as shares of the heads: the paper's k = 20, 40, 60, 100, 140 and 160 of 1,152
 ks = [0.0174, 0.0347, 0.0521, 0.0868, 0.1215, 0.1389]
 sets_per_forward = 64
@@ -131,6 +131,7 @@ print(findings.generic_damage_sentence(table12))
 
 # %%
 table13 = controls.row_groups_table(exp, sizes.n_random(P, "table13"))
+table13 = table13.rename(columns={"row group": "rows"})  # the column's name in the paper's reference table
 table13 = report.table(table13, "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"])
 print(findings.ncs_rows_groups_sentence(table13))
 

@@ -101,7 +101,7 @@ for name, values in card["random_means"].items():
 
 # %%
 report.table(card["damage"], "protocol_damage", P.out_dir)
-report.table(card["rows"], "protocol_rows", P.out_dir)
+report.table(card["row_groups"], "protocol_rows", P.out_dir)
 
 # %% [markdown]
 # ## The report files

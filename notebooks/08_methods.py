@@ -46,7 +46,7 @@ n_eval = 20  # evaluation items of the NCS and CERS runs (MCQ pairs, grids)
 n_random = 179
 n_splits = 200  # half-splits of each method's strips and each setting's strips (notebook 02's noise ceiling)
 beta = 10.0  # CERS steering strength (notebook 03's)
-rows = "all"
+row_group = "all"
 sets_per_forward = 64
 seed = 0
 smoke = False
@@ -72,7 +72,7 @@ from helpers.studies.evaluation import Evaluation
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
 cache = ResultCache(P.cache_dir)
-evaluation = Evaluation(lm, P.eval_corpus, P.n_eval, P.seed, cache, P.sets_per_forward, P.beta, P.rows)
+evaluation = Evaluation(lm, P.eval_corpus, P.n_eval, P.seed, cache, P.sets_per_forward, P.beta, P.row_group)
 n_heads = len(lm.adapter.candidate_layers) * lm.adapter.n_heads
 k_top = k_for(n_heads, P.k)
 print(f"{n_heads} heads, top-{k_top}; {P.n_items} strips per method, interleaved over corpus x query")

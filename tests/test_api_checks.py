@@ -183,7 +183,7 @@ def test_with_no_run_open_the_engine_never_touches_the_ledger(lm, sets, monkeypa
 
     def calls():
         logits = run_head_sets(lm, batch, heads, batch.image_mask, HIDE, logits_to_keep=1)
-        return logits, image_mass(lm, batch, rows="last")
+        return logits, image_mass(lm, batch, row_group="last")
 
     with_ledger = calls()
     for name in ("copy_digests", "probe_digests", "call_flops", "_model"):
@@ -284,7 +284,7 @@ def test_letter_probs_and_image_mass_name_a_bad_argument(lm):
             lm, batch, heads, None, HIDE
         ),
         "bias='x' (str): use a float or HIDE": lambda: letter_probs_under(lm, batch, heads, batch.image_mask, "x"),
-        "row group 'first' is not one of": lambda: image_mass(lm, batch, rows="first"),
+        "row group 'first' is not one of": lambda: image_mass(lm, batch, row_group="first"),
     }
     for fragment, call in refusals.items():
         with pytest.raises(ValueError, match=re.escape(fragment)):

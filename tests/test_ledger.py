@@ -71,9 +71,9 @@ def test_a_read_counts_one_copy_per_batch_row_known_by_its_image(lm, folder):
     item = single_image_items(load_corpus("co"), 2, SEED, "matched")
     same_prompt = replace(item[0], image=item[1].image)  # another image behind the same words
     batch = build_batch(lm.processor, [item[0], same_prompt])
-    image_mass(lm, batch, rows="last")
-    image_mass(lm, batch, rows="last")  # the same read again, outside any cache
-    image_mass(lm, batch, rows="all")  # another read of the same items
+    image_mass(lm, batch, row_group="last")
+    image_mass(lm, batch, row_group="last")  # the same read again, outside any cache
+    image_mass(lm, batch, row_group="all")  # another read of the same items
     run = run_ledger.collect(folder)
     record = run["notebooks"]["nb"]
     assert record["computed"] == 3 * 2 and record["calls"] == 3 and run["duplicates"] == 2
@@ -104,7 +104,7 @@ def test_a_cached_computation_writes_its_copies_and_reads_them_back(lm, sets, tm
     assert len(computed) == 2 and {line["calls"] for line in computed} == {2, 4}  # chunks of 2 and 1 items, 2 arms
     run = run_ledger.collect(folder)
     record = run["notebooks"]["nb"]["computations"]
-    masked = record.pop("necessity arms=matched+mismatched keys=image masking=hide rows=all")
+    masked = record.pop("necessity arms=matched+mismatched keys=image masking=hide row_group=all")
     assert masked["computed"] == masked["read_back"] == 3 * 2 * 3  # items x arms x sets
     assert masked["calls"] == 6 and masked["flops"] > 0 and masked["copy_seconds"] > 0
     assert masked["seconds"] >= masked["copy_seconds"]
@@ -125,7 +125,7 @@ def test_a_copy_computed_again_elsewhere_is_a_duplicate(lm, sets, tmp_path, fold
     assert run["duplicates"] == 2 * 2 * 2 + 1
     where = {(d["first"], d["again"]): d["copies"] for d in run["duplicated"]}
     uncached = "nb: uncached test_ledger.test_a_copy_computed_again_elsewhere_is_a_duplicate"
-    steered = "nb: steering beta=10.0 rows=all"
+    steered = "nb: steering beta=10.0 row_group=all"
     assert where == {(steered, steered): 8, (uncached, uncached): 1}
 
 

@@ -1,11 +1,18 @@
-"""One meaning per name: no public top-level name of helpers/ is defined in two modules.
+"""One meaning per name: no public top-level name of helpers/ is defined in two modules, and a row group (a name of
+helpers.engine.row_groups.ROW_GROUPS) is passed as `row_group`, never as `rows` (table rows, or the engine's query-row
+masks).
 
 The same check from a shell: `python -m pytest -q tests/test_names.py`.
 """
 
 import ast
+import importlib
+import inspect
 from collections import defaultdict
 
+import pytest
+
+from helpers.runner.params import RENAMED, declared_parameters
 from helpers.storage import paths
 
 # module attributes that mark a kind of module rather than name a thing (helpers.storage.code_hash)
@@ -48,3 +55,63 @@ def test_the_engine_imports_none_of_the_papers_modules():
                 continue
             found += [f"{path.name}: {name}" for name in names if name.startswith(paper)]
     assert not found, f"engine modules importing the paper's modules: {found}"
+
+
+STRING_ANNOTATIONS = {"str", "str | None", "None | str", "Optional[str]"}
+# the public callables that take a row group, as (module, qualified name)
+TAKE_ROW_GROUP = [
+    ("helpers.engine.interventions", "letter_probs_under"),
+    ("helpers.engine.image_attention", "image_mass"),
+    ("helpers.measures.necessity", "mask_items"),
+    ("helpers.measures.necessity", "necessity_run"),
+    ("helpers.measures.steering", "steer_items"),
+    ("helpers.measures.steering", "steering_run"),
+    ("helpers.measures.head_mass", "item_masses"),
+    ("helpers.measures.head_mass", "mass_run"),
+    ("helpers.studies.evaluation", "Evaluation.__init__"),
+    ("helpers.studies.evaluation", "Evaluation.steer"),
+    ("helpers.studies.evaluation", "Evaluation.hide_cells"),
+    ("helpers.studies.evaluation", "Evaluation.mask"),
+    ("helpers.studies.experiment", "Experiment.mask_controls"),
+]
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef):
+    """(name, annotation source or None, default node or None) of each parameter of `function`."""
+    args = function.args
+    named = [*args.posonlyargs, *args.args]
+    defaults = [None] * (len(named) - len(args.defaults)) + list(args.defaults) + list(args.kw_defaults)
+    for arg, default in zip([*named, *args.kwonlyargs], defaults):
+        yield arg.arg, ast.unparse(arg.annotation) if arg.annotation else None, default
+
+
+def test_no_parameter_named_rows_takes_a_row_group_name():
+    """A parameter `rows` holds table rows or an engine query-row mask (annotated as one); one annotated `str`, or
+    unannotated with a string default, would be a row group under the old name."""
+    found = []
+    for path in sorted(paths.HELPERS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for name, annotation, default in _parameters(node):
+                string_default = isinstance(default, ast.Constant) and isinstance(default.value, str)
+                if name == "rows" and (annotation in STRING_ANNOTATIONS or (annotation is None and string_default)):
+                    found.append(f"{path.relative_to(paths.ROOT)}: {node.name}({name}: {annotation})")
+    assert not found, f"parameters named rows that take a row group (name them row_group): {found}"
+
+
+@pytest.mark.parametrize("module, name", TAKE_ROW_GROUP, ids=[name for _, name in TAKE_ROW_GROUP])
+def test_a_row_group_is_row_group_and_the_old_keyword_is_refused(module, name):
+    function = importlib.import_module(module)
+    for part in name.split("."):
+        function = getattr(function, part)
+    parameters = inspect.signature(function).parameters
+    assert "row_group" in parameters and "rows" not in parameters
+    with pytest.raises(TypeError, match=r"rows= is now row_group="):
+        function(None, rows="all")
+
+
+def test_no_notebook_declares_a_parameter_under_its_old_name():
+    declared = {path.stem: declared_parameters(path.stem) for path in sorted(paths.NOTEBOOKS.glob("[0-9]*.py"))}
+    old = {notebook: sorted(set(names) & set(RENAMED)) for notebook, names in declared.items()}
+    assert not any(old.values()), f"parameters under an old name (renamed: {RENAMED}): {old}"

@@ -54,7 +54,7 @@ def test_valid_parameters_pass_and_smoke_shrinks_sizes(tmp_path):
         ("ks", [0.1, 0], "each an int >= 1 (heads) or a float share"),
         ("n_random_large", 1, "int >= 2"),
         ("betas", [1, -3], "finite numbers > 0"),
-        ("rows", "question", "'all', 'image', 'prompt', 'last'"),
+        ("row_group", "question", "'all', 'image', 'prompt', 'last'"),
         ("eval_corpus", "/no/such/folder", "'cm', 'co', an image folder (class sub-folders) or a CSV"),
     ],
 )
@@ -67,6 +67,20 @@ def test_bad_values_name_the_value_and_the_allowed_ones(name, value, fragment):
 def test_unknown_parameter_lists_known_ones():
     with pytest.raises(params.ParameterError, match="unknown parameter.*'n_itemz'.*n_items"):
         params.validate({"n_itemz": 3})
+
+
+def test_a_parameter_under_its_old_name_names_the_new_one(tmp_path, monkeypatch):
+    monkeypatch.setattr("helpers.engine.copy_ledger.install_counter", lambda: None)  # gather's, for a kernel
+    notebook = paths.NOTEBOOKS / "04_ncs.py"
+    for check in (
+        lambda: params.validate({"rows": "last"}),
+        lambda: params.check_run(notebook, {"rows": "last"}),
+        lambda: params.gather({**params.declared_parameters("04_ncs"), "rows": "last"}, "04_ncs"),  # papermill's -p
+    ):
+        with pytest.raises(params.ParameterError, match="rows= is now row_group="):
+            check()
+    with pytest.raises(SystemExit, match="rows= is now row_group="):
+        run.run([notebook], {"rows": "last"}, tmp_path)
 
 
 def test_design_names_and_k():
@@ -126,8 +140,9 @@ def test_causal_parameters_are_normalised(tmp_path):
     for label in ("cat", "dog", "car", "cup"):  # the 2x2 grid needs four classes
         (tmp_path / label).mkdir()
         Image.new("RGB", (8, 8)).save(tmp_path / label / "0.png")
-    p = params.validate(dict(beta=3, betas=[100, 1, 10], rows="prompt", eval_corpus=str(tmp_path)))
-    assert p.beta == 3.0 and p.betas == [1.0, 10.0, 100.0] and p.rows == "prompt" and p.eval_corpus == str(tmp_path)
+    p = params.validate(dict(beta=3, betas=[100, 1, 10], row_group="prompt", eval_corpus=str(tmp_path)))
+    assert p.beta == 3.0 and p.betas == [1.0, 10.0, 100.0] and p.row_group == "prompt"
+    assert p.eval_corpus == str(tmp_path)
 
 
 def test_device_auto_schedules_by_the_device_it_resolves_to(monkeypatch):

@@ -107,7 +107,7 @@ def test_numbers_are_those_of_notebooks_03_and_04(discovered):
     """The same draws and cached runs as 03's and 04's Table 3 at the same sizes."""
     P, card = discovered
     exp_params = SimpleNamespace(
-        **vars(P), n_items=SIZES["n_items"], n_random=SIZES["n_random"], rows="all", torch_compile=False
+        **vars(P), n_items=SIZES["n_items"], n_random=SIZES["n_random"], row_group="all", torch_compile=False
     )
     exp = Experiment(exp_params)
     stack = exp.with_controls("co-ref-qsp", SIZES["n_random"])
@@ -128,7 +128,7 @@ def test_a_large_r_run_in_two_parts_equals_the_one_run(discovered):
     """mask_controls joins S + the first n_random sets (an earlier table's cached run) and the sets after them;
     other copies in a forward change a copy's rounding, not more."""
     P, _ = discovered
-    exp = Experiment(SimpleNamespace(**vars(P), n_items=4, n_random=3, rows="all", torch_compile=False))
+    exp = Experiment(SimpleNamespace(**vars(P), n_items=4, n_random=3, row_group="all", torch_compile=False))
     joined = exp.mask_controls("co-ref-qsp", 5)
     whole = exp.mask(exp.with_controls("co-ref-qsp", 5))
     assert joined.keys() == whole.keys()
@@ -369,7 +369,7 @@ def test_a_family_without_region_mapping_gets_its_region_checks_not_run():
                 {"head-set": "S", "damage set": "random 2k", "NCS": 0.1},
             ]
         ),  # fmt: skip
-        "rows": pd.DataFrame([{"head-set": "S", "rows": g, **row} for g in ("all", "prompt", "last")]),
+        "row_groups": pd.DataFrame([{"head-set": "S", "row group": g, **row} for g in ("all", "prompt", "last")]),
     }
     audits = verdicts.audit_verdicts({"oracle": 1.0, "blank": 0.25, "matched": 0.99, "mismatched": 0.25})
     table = verdict_table(card, audits, {"S": None}).set_index("check")

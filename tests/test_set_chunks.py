@@ -16,14 +16,14 @@ COPIES = 2  # per item and set: the two NCS arms; do(S -> c) and do(S -> d)
 RUNS = {  # measure -> (its run on a stack with a cache, of n items, its ledger computation, its per-set arrays)
     "necessity": (
         lambda lm, stack, cache, n=N_ITEMS: necessity.necessity_run(lm, "co", n, SEED, stack, "all", cache, chunk=2),
-        "necessity arms=matched+mismatched keys=image masking=hide rows=all",
+        "necessity arms=matched+mismatched keys=image masking=hide row_group=all",
         ("matched_p_masked", "mismatched_p_masked"),
     ),
     "steering": (
         lambda lm, stack, cache, n=N_ITEMS: steering.steering_run(
             lm, "co", n, SEED, stack, 10.0, "all", cache, chunk=2
         ),
-        "steering beta=10.0 rows=all",
+        "steering beta=10.0 row_group=all",
         ("p_to_c", "p_to_d"),
     ),
 }

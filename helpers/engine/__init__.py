@@ -27,7 +27,7 @@ The whole public API, by module:
   left-padded processor batch with query-span and answer masks (``build_batch``); ``one_item``: the front door of
   ``run_head_sets``: an Item, a Batch of one item or a processor output, checked against the family's input layout
   (``Adapter.check_inputs``: one item's rows, pixel rows against the image grid, image tokens against the pixels).
-- ``image_attention``: ``image_mass(lm, items, rows)``, each head's attention mass to the image, [B, L, H].
+- ``image_attention``: ``image_mass(lm, items, row_group)``, each head's attention mass to the image, [B, L, H].
 - ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
   head-set intervention.
 """

@@ -10,16 +10,18 @@ from helpers.engine.inputs import Batch
 from helpers.engine.interventions import row_selection
 from helpers.engine.item import Item
 from helpers.engine.one_item import as_batch
+from helpers.engine.row_groups import takes_row_group
 
 
+@takes_row_group
 @torch.no_grad()
-def image_mass(loaded, items: Item | Batch, rows: str = "last") -> torch.Tensor:
+def image_mass(loaded, items: Item | Batch, row_group: str = "last") -> torch.Tensor:
     """[B, L, H]: the attention mass each head of each candidate layer sends to each item's image tokens, mean over
-    the rows of the row group ``rows`` ("all", "image", "prompt" or "last": helpers.engine.row_groups.ROW_GROUPS).
+    the rows of the row group ``row_group`` ("all", "image", "prompt" or "last": helpers.engine.row_groups.ROW_GROUPS).
     ``items``: an Item (built with the model's processor) or a Batch (build_batch)."""
     batch = as_batch(loaded, items)
     device = loaded.model.device
-    selected = row_selection(batch, rows)
+    selected = row_selection(batch, row_group)
     read = Read(
         rows=selected if isinstance(selected, str) else selected.to(device),
         groups={"image": batch.image_mask.to(device)},

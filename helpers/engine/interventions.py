@@ -18,22 +18,23 @@ from helpers.engine.head_sets import run_head_sets
 from helpers.engine.inputs import Batch
 from helpers.engine.masking import KEYED, check_masking
 from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
-from helpers.engine.row_groups import ROW_GROUPS
+from helpers.engine.row_groups import ROW_GROUPS, takes_row_group
 
 
-def row_selection(batch: Batch, group: str) -> torch.Tensor | str:
-    """The query rows of row group `group` for a built batch: "all" or a bool [B, T]."""
-    if group == "all":
+def row_selection(batch: Batch, row_group: str) -> torch.Tensor | str:
+    """The query rows of `row_group` (ROW_GROUPS) for a built batch: "all" or a bool [B, T]."""
+    if row_group == "all":
         return "all"
-    if group == "image":
+    if row_group == "image":
         return batch.image_mask
-    if group == "prompt":
+    if row_group == "prompt":
         return batch.prompt_text_mask
-    if group == "last":
+    if row_group == "last":
         return batch.last_prompt_mask
-    raise ValueError(f"row group {group!r} is not one of {ROW_GROUPS}")
+    raise ValueError(f"row group {row_group!r} is not one of {ROW_GROUPS}")
 
 
+@takes_row_group
 @torch.no_grad()
 def letter_probs_under(
     lm,
@@ -41,7 +42,7 @@ def letter_probs_under(
     heads: torch.Tensor,
     keys: torch.Tensor | None,
     bias,
-    rows: str = "all",
+    row_group: str = "all",
     sets_per_forward: int = 64,
     masking: str = "hide",
     factor=0.0,
@@ -49,7 +50,7 @@ def letter_probs_under(
     """[n, 4] P(A..D) of the one item in `batch` with head-set i [L, H] biased by `bias` on `keys`.
 
     heads: bool [n, L, H]; keys: bool [1, T] (the same for every set) or [n, T]; bias: a float, HIDE or
-    an [n] tensor; rows: a row group (ROW_GROUPS). sets_per_forward: copies in one forward (the vision tower
+    an [n] tensor; row_group: a row group (ROW_GROUPS). sets_per_forward: copies in one forward (the vision tower
     runs once for all of them). masking: how the heads are masked (helpers.engine.masking.MASKINGS; every one
     but "hide" takes bias=HIDE, and only "hide" and "rescale" use `keys`); factor: rescale's factor, a float or
     an [n] tensor."""
@@ -68,7 +69,7 @@ def letter_probs_under(
         heads,
         keys,
         bias,
-        row_selection(batch, rows),
+        row_selection(batch, row_group),
         logits_to_keep=1,
         max_tokens=sets_per_forward * batch.inputs["input_ids"].shape[1],  # sets_per_forward copies per forward
         masking=masking,

@@ -24,7 +24,9 @@ class Leak:
 
 
 @torch.no_grad()
-def leak(lm, item: dict, heads: torch.Tensor, masking: str = "leaky_uniform", rows="all", factor=0.0) -> Leak:
+def leak(
+    lm, item: dict, heads: torch.Tensor, masking: str = "leaky_uniform", rows: torch.Tensor | str = "all", factor=0.0
+) -> Leak:
     """The Leak of one item (a one-item processor output without pads, on the model's device) with the head-set
     ``heads`` [L, H] masked by ``masking`` at ``rows`` ([1, T] bool or "all"); the keyed maskings (hide, rescale)
     act on the image tokens, rescale by ``factor``.

@@ -15,6 +15,7 @@ import torch
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
+from helpers.engine.row_groups import takes_row_group
 from helpers.measures.cache_keys import corpus_key, model_identity
 from helpers.stimuli.corpora import Item
 from helpers.stimuli.prepared import items_of
@@ -31,12 +32,13 @@ def key_groups(batch: Batch) -> dict[str, torch.Tensor]:
     return {"image": batch.image_mask, "text": batch.prompt_text_mask, "first": first}
 
 
+@takes_row_group
 @torch.no_grad()
-def item_masses(lm, items: list[Item], rows: str = "prompt") -> dict[str, np.ndarray]:
-    """Group name -> [N, L, H]: each item's attention mass to the group, mean over the rows of `rows`."""
+def item_masses(lm, items: list[Item], row_group: str = "prompt") -> dict[str, np.ndarray]:
+    """Group name -> [N, L, H]: each item's attention mass to the group, mean over the rows of `row_group`."""
     batch = build_batch(lm.processor, items)
     device = lm.model.device
-    selected = row_selection(batch, rows)
+    selected = row_selection(batch, row_group)
     read = Read(
         rows=selected if isinstance(selected, str) else selected.to(device),
         groups={name: keys.to(device) for name, keys in key_groups(batch).items()},
@@ -47,15 +49,23 @@ def item_masses(lm, items: list[Item], rows: str = "prompt") -> dict[str, np.nda
     return {name: mass[..., g] for g, name in enumerate(rec.group_names)}
 
 
+@takes_row_group
 def mass_run(
-    lm, corpus: str, kind: str, n_items: int, seed: int, rows: str, cache: ResultCache, items_per_forward: int = 16
+    lm,
+    corpus: str,
+    kind: str,
+    n_items: int,
+    seed: int,
+    row_group: str,
+    cache: ResultCache,
+    items_per_forward: int = 16,
 ) -> dict[str, np.ndarray]:
     """Group name -> [L, H]: item_masses over `n_items` items of `kind` (corpora.KINDS) of `corpus`,
     averaged over items; per-item masses are cached per chunk."""
     key = computation_key(
         **model_identity(lm),
         corpus=corpus_key(corpus),
-        params={"kind": kind, "seed": seed, "rows": rows, "items_per_forward": items_per_forward},
+        params={"kind": kind, "seed": seed, "row_group": row_group, "items_per_forward": items_per_forward},
         code_module=__name__,
     )
     per_item = cache.cached_chunks(
@@ -63,7 +73,7 @@ def mass_run(
         key,
         n_items,
         items_per_forward,
-        lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), rows),
+        lambda start, stop: item_masses(lm, list(items_of(kind, corpus, n_items, seed)[start:stop]), row_group),
         one_copy_per_item=True,  # one read row per item
     )
     return {name: values.mean(0) for name, values in per_item.items()}

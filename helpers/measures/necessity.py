@@ -20,6 +20,7 @@ import torch
 
 from helpers.engine.attention import HIDE
 from helpers.engine.interventions import letter_probs_under
+from helpers.engine.row_groups import takes_row_group
 from helpers.measures.cache_keys import corpus_key, model_identity
 from helpers.measures.clean_run import clean_probs, clean_run
 from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
@@ -42,12 +43,13 @@ def hidden_keys(batch, keys: str) -> torch.Tensor:
     raise ValueError(f"keys {keys!r} is not one of {KEY_GROUPS}")
 
 
+@takes_row_group
 @torch.no_grad()
 def mask_items(
     lm,
     items: list[Item],
     head_sets: np.ndarray,
-    rows: str = "all",
+    row_group: str = "all",
     sets_per_forward: int = 64,
     keys: str = "image",
     clean: bool = True,
@@ -63,20 +65,21 @@ def mask_items(
     for item in items:
         batch = item_batch(lm.processor, item)
         probs = letter_probs_under(
-            lm, batch, sets, hidden_keys(batch, keys), HIDE, rows, sets_per_forward, masking=masking
+            lm, batch, sets, hidden_keys(batch, keys), HIDE, row_group, sets_per_forward, masking=masking
         )  # [n, 4]
         p_masked.append(probs)
     out = {"p_masked": torch.stack(p_masked).numpy(), "correct": np.array([item.correct for item in items])}
     return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
 
+@takes_row_group
 def necessity_run(
     lm,
     corpus: str,
     n_items: int,
     seed: int,
     head_sets: np.ndarray,
-    rows: str,
+    row_group: str,
     cache: ResultCache,
     chunk: int = 10,
     sets_per_forward: int = 64,
@@ -97,7 +100,7 @@ def necessity_run(
         params={
             "seed": seed,
             "head_sets": head_sets_key(head_sets),
-            "rows": rows,
+            "row_group": row_group,
             "arms": list(arms),
             "keys": keys,
             "masking": masking,
@@ -109,7 +112,7 @@ def necessity_run(
         out = {}
         for arm in arms:
             items = items_of(ARM_KINDS[arm], corpus, n_items, seed)[start:stop]
-            masked = mask_items(lm, items, sets, rows, sets_per_forward, keys, clean=False, masking=masking)
+            masked = mask_items(lm, items, sets, row_group, sets_per_forward, keys, clean=False, masking=masking)
             out.update({f"{arm}_{key}": value for key, value in masked.items()})
         return out
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from helpers.engine.interventions import letter_probs_under
+from helpers.engine.row_groups import takes_row_group
 from helpers.measures.cache_keys import corpus_key, model_identity
 from helpers.measures.clean_run import clean_probs, clean_run
 from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
@@ -40,6 +41,7 @@ def cell_keys(lm, batch, item: Item, cell: int) -> torch.Tensor:
     return lm.adapter.region_mask(batch.inputs, item.boxes[LETTERS[cell]], item.image.size, 0)[None]
 
 
+@takes_row_group
 @torch.no_grad()
 def steer_items(
     lm,
@@ -47,7 +49,7 @@ def steer_items(
     distractors: np.ndarray,
     head_sets: np.ndarray,
     beta: float,
-    rows: str = "all",
+    row_group: str = "all",
     sets_per_forward: int = 64,
     clean: bool = True,
 ) -> dict[str, np.ndarray]:
@@ -63,7 +65,7 @@ def steer_items(
         keys = torch.cat(
             [cell_keys(lm, batch, item, item.correct).expand(n, -1), cell_keys(lm, batch, item, int(d)).expand(n, -1)]
         )  # [2n, T]
-        probs = letter_probs_under(lm, batch, torch.cat([sets, sets]), keys, beta, rows, sets_per_forward)
+        probs = letter_probs_under(lm, batch, torch.cat([sets, sets]), keys, beta, row_group, sets_per_forward)
         p_to_c.append(probs[:n])
         p_to_d.append(probs[n:])
     out = {
@@ -75,6 +77,7 @@ def steer_items(
     return {**out, "p_clean": clean_probs(lm, items)} if clean else out
 
 
+@takes_row_group
 def steering_run(
     lm,
     corpus: str,
@@ -82,7 +85,7 @@ def steering_run(
     seed: int,
     head_sets: np.ndarray,
     beta: float,
-    rows: str,
+    row_group: str,
     cache: ResultCache,
     chunk: int = 10,
     sets_per_forward: int = 64,
@@ -91,13 +94,13 @@ def steering_run(
     key = computation_key(
         **model_identity(lm),
         corpus=corpus_key(corpus),
-        params={"seed": seed, "head_sets": head_sets_key(head_sets), "beta": float(beta), "rows": rows},
+        params={"seed": seed, "head_sets": head_sets_key(head_sets), "beta": float(beta), "row_group": row_group},
         code_module=__name__,
     )
 
     def compute_sets(sets, start, stop):
         items = items_of("grid", corpus, n_items, seed)[start:stop]
-        return steer_items(lm, items, distractor_cells(items, seed), sets, beta, rows, sets_per_forward, False)
+        return steer_items(lm, items, distractor_cells(items, seed), sets, beta, row_group, sets_per_forward, False)
 
     def compute(start, stop):  # each set's part read back where another stack or run computed it (set_chunks)
         return chunk_of_sets(cache, "steering", key, head_sets, start, stop, chunk, compute_sets)

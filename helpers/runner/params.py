@@ -46,6 +46,18 @@ class ParameterError(ValueError):
     """A notebook parameter with a value that is not allowed."""
 
 
+RENAMED = {"rows": "row_group"}  # a parameter's old name -> its name
+
+
+def check_renamed(given) -> None:
+    """Refuse the parameters of `given` (names) passed under an old name (RENAMED), naming the new one."""
+    old = sorted(set(given) & set(RENAMED))
+    if old:
+        raise ParameterError(
+            "; ".join(f"{name}= is now {RENAMED[name]}=: pass -p {RENAMED[name]} <value>" for name in old)
+        )
+
+
 def _fail(name, value, allowed):
     raise ParameterError(f"parameter {name}={value!r} is not allowed; {allowed}")
 
@@ -324,7 +336,7 @@ CHECKS = {
     "row_agg": _check_choice("row_agg", ("mean", "max")),
     "beta": _check_beta,
     "betas": _check_betas,
-    "rows": _check_choice("rows", ROW_GROUPS),
+    "row_group": _check_choice("row_group", ROW_GROUPS),
     "eval_corpus": _check_corpus("eval_corpus"),
     "seed": _check_seed,
     "profile": _check_choice("profile", sizes.PROFILE_NAMES),
@@ -348,6 +360,7 @@ def validate(params: dict, notebook: str | None = None) -> SimpleNamespace:
     """Check every parameter, take the sizes of the "paper" profile where it is chosen, then shrink
     sizes to sizes.SMOKE_SIZES when `smoke` is true (smoke wins over the profile); return them as attributes. With the
     `notebook`, the model is also checked against what that notebook needs (helpers.runner.steps: region analyses)."""
+    check_renamed(params)
     unknown = sorted(set(params) - set(CHECKS))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(sorted(CHECKS))}")
@@ -460,6 +473,7 @@ def check_run(source: Path, given: dict) -> SimpleNamespace:
     """Validate the parameters a run would pass to the notebook `source` (its defaults, then the names of
     `given` it declares) before it starts: the runner checks every selected notebook before executing any.
     Names no check knows are left to the notebook."""
+    check_renamed(given)
     declared = declared_in(Path(source))
     values = {**declared, **{name: value for name, value in given.items() if name in declared}}
     return validate({name: value for name, value in values.items() if name in CHECKS}, Path(source).stem)
@@ -474,6 +488,7 @@ def gather(namespace: dict, notebook: str) -> SimpleNamespace:
 
     copy_ledger.install_counter()
     declared = declared_parameters(notebook)
+    check_renamed(name for name, value in namespace.items() if isinstance(value, str) and name not in declared)
     values = {name: namespace[name] for name in declared}
     changed = {name: value for name, value in values.items() if value != declared[name]}
     checked = validate(values, notebook)

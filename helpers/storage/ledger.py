@@ -76,7 +76,7 @@ _OPEN: list[Tally] = []  # the chunks this process is computing, innermost last
 
 def computation(name: str, key: dict) -> str:
     """A cached computation's name in the ledger: the cache's name and the short parameters of its key that are
-    not per run ("necessity arms=matched+mismatched keys=image masking=hide rows=all")."""
+    not per run ("necessity arms=matched+mismatched keys=image masking=hide row_group=all")."""
     params = key.get("params", key)
     parts = [name]
     for label, value in sorted(params.items()) if isinstance(params, dict) else ():

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from helpers import sizes
+from helpers.engine.row_groups import ROW_GROUPS
 from helpers.measures import streams
 from helpers.measures.controls import (
     attention_matched_sets,
@@ -96,24 +97,47 @@ def large_r_table(exp: Experiment, n_random: int, table3: pd.DataFrame, paper: p
     return table
 
 
-def row_groups_table(exp: Experiment, n_random: int) -> pd.DataFrame:
-    """Table 13: NCS of the COCO-like query-span sets, flat top-k and top-k per layer, with the image hidden at
-    each row group, against R layer-matched sets."""
+def row_groups_table(
+    exp: Experiment,
+    n_random: int,
+    settings: tuple[str, ...] = ("co-ref-qsp", "co-ord-qsp"),
+    row_groups: tuple[str, ...] = ROW_GROUPS,
+    selections: tuple[str, ...] = ("flat", "per layer"),
+) -> pd.DataFrame:
+    """NCS of each of `settings`' sets, flat top-k and top-k per layer (`selections`), with the image hidden at each
+    of `row_groups`, against its first `n_random` layer-matched sets: one row per setting, selection and row group
+    (the defaults: Table 13; 04's Table 5 lays out its flat rows by row_group_columns). The flat sets run through
+    Experiment.mask_controls (a larger R reads Table 3's run back)."""
     per_layer = exp.head_sets("_per_layer")
     rows = []
-    for s in ("co-ref-qsp", "co-ord-qsp"):
-        selections = {
-            "flat": (exp.discovered[s], exp.controls(s, n_random)),
-            "per layer": (per_layer[s], per_layer_controls(per_layer[s], s, n_random, exp.seed)),
-        }
-        for selection, (head_set, controls) in selections.items():
-            for row_group in ("all", "image", "prompt", "last"):
-                row = against_controls(ncs(exp.mask(with_controls(head_set, controls), row_group)))
+    for s in settings:
+        for selection in selections:
+            head_set = exp.discovered[s] if selection == "flat" else per_layer[s]
+            controls = None if selection == "flat" else per_layer_controls(head_set, s, n_random, exp.seed)
+            for row_group in row_groups:
+                run = (
+                    exp.mask_controls(s, n_random, row_group)
+                    if selection == "flat"
+                    else exp.mask(with_controls(head_set, controls), row_group)
+                )
+                row = against_controls(ncs(run))
                 rows.append(
-                    {"setting": s, "selection": selection, "heads": int(head_set.sum()), "rows": row_group}
+                    {"setting": s, "selection": selection, "heads": int(head_set.sum()), "row group": row_group}
                     | {k: row[k] for k in (*ROW_COLUMNS, "p")}
                 )
     return pd.DataFrame(rows)
+
+
+def row_group_columns(table: pd.DataFrame) -> dict[str, dict]:
+    """Setting -> its rows of `table` (row_groups_table, one selection) in one row, as Table 5 lays them out: the
+    setting, R and interval, then for each row group g: g (S), "g low", "g high", "g random mean" and "g p"."""
+    columns = {}
+    for row in table.to_dict("records"):
+        g = row["row group"]
+        columns.setdefault(row["setting"], {"setting": row["setting"], "R": row["R"], "interval": row["interval"]})
+        columns[row["setting"]] |= {g: row["S"], f"{g} low": row["S low"], f"{g} high": row["S high"]}
+        columns[row["setting"]] |= {f"{g} random mean": row["random mean"], f"{g} p": row["p"]}
+    return columns
 
 
 def ncs_vs_k_table(

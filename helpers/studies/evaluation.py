@@ -2,7 +2,7 @@
 generic-damage table (notebook 05's Table 12) of a head-set built from them.
 
 One object holds what those runs share (the loaded model, the evaluation corpus and its item count, the
-seed, the result cache, copies per forward, the notebook's beta and rows), so notebooks 03-05
+seed, the result cache, copies per forward, the notebook's beta and row group), so notebooks 03-05
 (`Experiment`), the report card (`Protocol`), 06 (one per model) and 08 make the same calls and read each
 other's cached runs.
 
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.engine import HIDE
+from helpers.engine.row_groups import takes_row_group
 from helpers.measures.controls import damage_table, generic_damage_sets
 from helpers.measures.head_mass import mass_run
 from helpers.measures.necessity import ARMS, necessity_run
@@ -23,6 +24,7 @@ from helpers.storage.cache import ResultCache
 
 
 class Evaluation:
+    @takes_row_group
     def __init__(
         self,
         lm,
@@ -32,19 +34,23 @@ class Evaluation:
         cache: ResultCache,
         sets_per_forward: int = 64,
         beta: float | None = None,
-        rows: str = "all",
+        row_group: str = "all",
     ):
         self.lm, self.corpus, self.n_items, self.seed, self.cache = lm, corpus, n_items, seed, cache
-        self.sets_per_forward, self.beta, self.rows = sets_per_forward, beta, rows
+        self.sets_per_forward, self.beta, self.row_group = sets_per_forward, beta, row_group
 
     def with_items(self, n_items: int) -> "Evaluation":
         """The same evaluation on `n_items` items of its corpus (a table that the paper runs on another N)."""
         return Evaluation(
-            self.lm, self.corpus, n_items, self.seed, self.cache, self.sets_per_forward, self.beta, self.rows
+            self.lm, self.corpus, n_items, self.seed, self.cache, self.sets_per_forward, self.beta, self.row_group
         )
 
-    def steer(self, sets: np.ndarray, beta: float | None = None, rows: str | None = None) -> dict[str, np.ndarray]:
-        """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: this evaluation's beta, rows)."""
+    @takes_row_group
+    def steer(
+        self, sets: np.ndarray, beta: float | None = None, row_group: str | None = None
+    ) -> dict[str, np.ndarray]:
+        """Cached steering run of `sets` [n, L, H] on the evaluation grids (default: this evaluation's beta and row
+        group)."""
         beta = self.beta if beta is None else beta
         if beta is None:
             raise ValueError("steer needs a beta: this evaluation has none, pass one")
@@ -55,24 +61,26 @@ class Evaluation:
             self.seed,
             sets,
             beta,
-            rows or self.rows,
+            row_group or self.row_group,
             self.cache,
             sets_per_forward=self.sets_per_forward,
         )
 
-    def hide_cells(self, sets: np.ndarray, rows: str | None = None) -> dict[str, np.ndarray]:
+    @takes_row_group
+    def hide_cells(self, sets: np.ndarray, row_group: str | None = None) -> dict[str, np.ndarray]:
         """Cached grid run with one cell hidden from each set (NCS_grid): the steering run at bias HIDE."""
-        return self.steer(sets, beta=HIDE, rows=rows)
+        return self.steer(sets, beta=HIDE, row_group=row_group)
 
+    @takes_row_group
     def mask(
         self,
         sets: np.ndarray,
-        rows: str | None = None,
+        row_group: str | None = None,
         arms: tuple[str, ...] = ARMS,
         keys: str = "image",
         masking: str = "hide",
     ) -> dict[str, np.ndarray]:
-        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `rows` on the `arms` MCQs by
+        """Cached necessity run of `sets` [n, L, H]: `keys` hidden from each set at `row_group` on the `arms` MCQs by
         `masking` (the paper's "hide" by default)."""
         return necessity_run(
             self.lm,
@@ -80,7 +88,7 @@ class Evaluation:
             self.n_items,
             self.seed,
             sets,
-            rows or self.rows,
+            row_group or self.row_group,
             self.cache,
             sets_per_forward=self.sets_per_forward,
             arms=arms,

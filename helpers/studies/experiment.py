@@ -13,6 +13,7 @@ mask_controls reads a larger R's first sets back from the smaller R's run.
 import numpy as np
 
 from helpers.engine import compile_decoder_layers, load_model
+from helpers.engine.row_groups import takes_row_group
 from helpers.measures.controls import layer_matched_controls, spill_notes, with_controls
 from helpers.stimuli.design import SETTINGS
 from helpers.storage import headsets
@@ -22,7 +23,7 @@ from helpers.studies.evaluation import Evaluation
 
 class Experiment(Evaluation):
     """The model, the 12 discovered head-sets [L, H], their layer-matched random sets [R, L, H], and the
-    cached runs (`Evaluation`: steer, hide_cells, mask) at the notebook's corpus, items, beta and rows."""
+    cached runs (`Evaluation`: steer, hide_cells, mask) at the notebook's corpus, items, beta and row group."""
 
     def __init__(self, params):
         self.params = params
@@ -32,7 +33,7 @@ class Experiment(Evaluation):
         beta = getattr(params, "beta", None)  # 03 and 04 steer at their beta; 05 passes one where it steers
         super().__init__(
             lm, params.eval_corpus, params.n_items, params.seed, ResultCache(params.cache_dir),
-            params.sets_per_forward, beta, params.rows,
+            params.sets_per_forward, beta, params.row_group,
         )  # fmt: skip
         self.n_layers, self.n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
         self.discovered = self.head_sets()  # setting -> [L, H]
@@ -52,26 +53,27 @@ class Experiment(Evaluation):
         """[1 + n, L, H]: setting's S, then its first n layer-matched random sets."""
         return with_controls(self.discovered[setting], self.controls(setting, n))
 
-    def mask_controls(self, setting: str, n: int, rows: str | None = None) -> dict[str, np.ndarray]:
+    @takes_row_group
+    def mask_controls(self, setting: str, n: int, row_group: str | None = None) -> dict[str, np.ndarray]:
         """mask(with_controls(setting, n)), run in two parts when n > the notebook's n_random: S with its first
         n_random sets (Table 3's and Table 5's run, read back from the cache) and the sets after them. The parts
         equal the one run to float32 rounding (a forward of other copies rounds a copy's matmuls differently)."""
         first = self.params.n_random
         if n <= first:
-            return self.mask(self.with_controls(setting, n), rows)
-        head = self.mask(self.with_controls(setting, first), rows)
-        tail = self.mask(self.controls(setting, n)[first:], rows)
+            return self.mask(self.with_controls(setting, n), row_group)
+        head = self.mask(self.with_controls(setting, first), row_group)
+        tail = self.mask(self.controls(setting, n)[first:], row_group)
         return {
             key: np.concatenate([value, tail[key]], axis=1) if key.endswith("_p_masked") else value
             for key, value in head.items()
         }
 
     def describe(self) -> str:
-        """The model, sets, items and rows; and the settings whose layer-matched controls spill (layer_quota)."""
+        """The model, sets, items and row group; and the settings whose layer-matched controls spill (layer_quota)."""
         p, spill = self.params, spill_notes(self.discovered)
         return (
             f"{p.model}: {self.n_layers} x {self.n_heads} heads, top-{self.k} head-sets, {p.n_items} items of "
-            f"corpus {p.eval_corpus!r}, profile {p.profile!r}, rows {p.rows!r}"
+            f"corpus {p.eval_corpus!r}, profile {p.profile!r}, row group {p.row_group!r}"
             + (f"\nlayer-matched controls borrow from the nearest layers (a layer holds more of S than of the rest): "
                f"{spill}" if spill else "")
         )  # fmt: skip

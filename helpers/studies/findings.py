@@ -344,10 +344,10 @@ def rank_p_sentence(table: pd.DataFrame) -> str:
 def ncs_rows_groups_sentence(table: pd.DataFrame) -> str:
     """Table 13: per selection (flat, per layer) and row group, which settings beat their random sets."""
     parts = []
-    for (selection, rows), group in table.groupby(["selection", "rows"], sort=False):
+    for (selection, row_group), group in table.groupby(["selection", "rows"], sort=False):  # Table 13 names it rows
         beats = _beats(group["setting"], group["p"], group["S"], group["random mean"], group["R"])
         values = ", ".join(f"{s} {printed(v)}" for s, v in zip(group["setting"], group["S"]))
-        parts.append(f"{selection} at {rows} rows: {_names(beats)} ({values})")
+        parts.append(f"{selection} at {row_group} rows: {_names(beats)} ({values})")
     return (
         f"This run ({RULE}, R = {int(table['R'].max())}), sets that beat their random sets: " + "; ".join(parts) + "."
     )

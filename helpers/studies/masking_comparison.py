@@ -34,11 +34,11 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
     last = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
     last[:, -1] = True  # the one-item input has no pads: its last row reads the answer
     rows = []
-    for label, (masking, query_rows) in MASKING_VARIANTS.items():
+    for label, (masking, row_group) in MASKING_VARIANTS.items():
         for setting, head_set in sets.items():
             stack = with_controls(head_set, controls[setting])
-            values = ncs(evaluation.mask(stack, rows=query_rows, masking=masking))  # [N, 1 + R]
-            leak_rows = last if query_rows == "last" else "all"
+            values = ncs(evaluation.mask(stack, row_group=row_group, masking=masking))  # [N, 1 + R]
+            leak_rows = last if row_group == "last" else "all"
             measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking, rows=leak_rows)
             row = against_random(values[:, 0], values[:, 1:], distinct_columns(controls[setting]))
             rows.append(

@@ -1,8 +1,8 @@
-"""The maskings 05's masking table compares, each at the rows of the code it is credited to (no torch: the
+"""The maskings 05's masking table compares, each at the row group of the code it is credited to (no torch: the
 runner counts them)."""
 
-# The maskings compared: label -> (engine masking, query rows; None: the evaluation's rows), each as the code it
-# is credited to applies it.
+# The maskings compared: label -> (engine masking, row group; None: the evaluation's row group), each as the code
+# it is credited to applies it.
 MASKING_VARIANTS = {
     # this paper: -inf on the image keys' logits (helpers/engine/masking.py, HIDE)
     "hide": ("hide", None),

@@ -256,8 +256,8 @@ class Protocol(Evaluation):
         """NCS with the image hidden from S at every row, the question + option rows, the last row (04's Table 5)."""
         stack = self.layer_matched(head_set)
         return [
-            {"head-set": head_set.name, "rows": rows, **self.against(ncs(self.mask(stack, rows)))}
-            for rows in ("all", "prompt", "last")
+            {"head-set": head_set.name, "row group": row_group, **self.against(ncs(self.mask(stack, row_group)))}
+            for row_group in ("all", "prompt", "last")
         ]
 
 
@@ -276,7 +276,7 @@ def build_card(protocol: Protocol) -> dict:
     sets, sizes = protocol.head_sets, protocol.sizes
     audit_table = protocol.audit_table()
     audits = verdicts.audit_verdicts(dict(zip(audit_table["audit"], audit_table["P(correct)"])))
-    provenance, ceilings, necessity, steer, sweep, damage, rows, random_means = [], {}, [], [], [], [], [], {}
+    provenance, ceilings, necessity, steer, sweep, damage, row_groups, random_means = [], {}, [], [], [], [], [], {}
     schemes, no_scheme = [], []
     for head_set in sets:
         ceilings[head_set.name] = protocol.ceiling(head_set)
@@ -301,14 +301,14 @@ def build_card(protocol: Protocol) -> dict:
         }
         sweep += protocol.beta_sweep(head_set) if not protocol.no_regions else []
         damage.append(protocol.damage(head_set))
-        rows += protocol.row_groups(head_set)
+        row_groups += protocol.row_groups(head_set)
         if protocol.controls:
             scheme_row = protocol.control_scheme(head_set)
             schemes += [scheme_row] if scheme_row else []
             no_scheme += [] if scheme_row else [head_set.name]
     necessity = _holm_by(pd.DataFrame(necessity), ["measure"])
     steer = _holm_by(pd.DataFrame(steer), ["control"])
-    rows = _holm_by(pd.DataFrame(rows), ["rows"])
+    row_groups = _holm_by(pd.DataFrame(row_groups), ["row group"])
     schemes = _holm_by(pd.DataFrame(schemes), ["control"])
     sweep, damage = pd.DataFrame(sweep), pd.concat(damage, ignore_index=True)
     card = {
@@ -331,7 +331,7 @@ def build_card(protocol: Protocol) -> dict:
         "steerability": steer,
         "sweep": sweep,
         "damage": damage,
-        "rows": rows,
+        "row_groups": row_groups,
         "schemes": schemes,
         "random_means": random_means,
     }

@@ -14,7 +14,7 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
     sizes, n_sets, not_run = card["meta"]["sizes"], len(card["meta"]["head-sets"]), card["meta"]["not run"]
     nec = card["necessity"].set_index(["head-set", "measure"])
     steer = card["steerability"].set_index(["head-set", "control"]) if not not_run else None
-    rows = card["rows"].set_index(["head-set", "rows"])
+    row_groups = card["row_groups"].set_index(["head-set", "row group"])
     scheme = card["meta"].get("controls")
     schemes = card["schemes"].set_index("head-set") if len(card.get("schemes", [])) else None
     out = list(audits)
@@ -49,8 +49,8 @@ def verdict_table(card: dict, audits: list, ceilings: dict) -> pd.DataFrame:
             out.append(verdicts.sweep_verdict(name, card["sweep"][card["sweep"]["head-set"] == name], audits))
         s_low = nec.loc[(name, "NCS"), "S low"]
         out.append(verdicts.damage_verdict(name, s_low, card["damage"][card["damage"]["head-set"] == name], audits))
-        for group, check in (("prompt", "NCS at question + option rows"), ("last", "NCS at the last row")):
-            row = rows.loc[(name, group)].to_dict()
+        for row_group, check in (("prompt", "NCS at question + option rows"), ("last", "NCS at the last row")):
+            row = row_groups.loc[(name, row_group)].to_dict()
             out.append(verdicts.against_random_verdict(name, check, row, sizes["n_random"], n_sets, audits))
     return verdicts.as_frame(out)
 

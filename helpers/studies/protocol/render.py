@@ -21,7 +21,7 @@ SECTIONS = [
         "matched / mismatched drops with the image hidden; text-arm drop with the text hidden",
     ),
     (
-        "rows",
+        "row_groups",
         "Where necessity acts",
         "NCS with the image hidden from S at every row, question + option rows, the last row",
     ),
