@@ -42,7 +42,7 @@ def query_zero(weights, mask, hit, factor):
     zeroes at every row (the prompt's forward and each generated token's; rows="all" is theirs); Retrieval_Head only
     at the last prompt row and the generated rows (needle_in_haystack_with_mask.py, ``evaluate_and_log``: the
     prompt but its last token runs without ``block_list``, then ``decode`` passes it from the last prompt token on;
-    rows="last" is theirs on a one-token answer). Deviations: on the engine's sdpa path in fp32 (theirs: flash
+    row group "last" is theirs on a one-token answer). Deviations: on the engine's sdpa path in fp32 (theirs: flash
     attention in the model's dtype). Retrieval_Head's eager ``forward_torch`` of the same file masks by
     "leaky_uniform" instead (logits set to 0 after the mask), but its output is used only to inspect attention
     when ``output_attentions`` is set; the flash path gives the output."""
