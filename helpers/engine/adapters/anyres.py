@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from transformers.image_processing_utils import select_best_resolution
 
-from helpers.engine.adapters.base import Adapter, Region, View, text_shape
+from helpers.engine.adapters.base import Adapter, Region, View, adapter_sizes
 from helpers.engine.adapters.layout import grid_cells, image_grid, image_spans, one_image
 
 
@@ -129,7 +129,7 @@ def _bilinear_taps(index: int, n_in: int, n_out: int) -> set[int]:
 
 
 def anyres_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     has_cls = vision.model_type == "clip_vision_model"
     if (config.vision_feature_select_strategy == "default") != has_cls:  # one token per patch: no CLS kept

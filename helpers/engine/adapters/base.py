@@ -173,7 +173,7 @@ def _described(value) -> str:
     return "nothing" if value is None else type(value).__name__
 
 
-def text_shape(text_config) -> dict:
+def adapter_sizes(text_config) -> dict:
     """The ``Adapter`` fields a text config gives: n_layers, n_heads, n_kv_heads (n_heads when unset) and head_dim
     (hidden_size // n_heads when unset)."""
     n_heads = text_config.num_attention_heads

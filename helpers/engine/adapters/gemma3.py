@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.engine.adapters.base import Adapter, Region, View, text_shape
+from helpers.engine.adapters.base import Adapter, Region, View, adapter_sizes
 from helpers.engine.adapters.square_grid import SquareGridAdapter
 
 PAN_AND_SCAN = dict(  # Gemma3Processor's defaults (images_kwargs), which win over its image processor's attributes
@@ -100,7 +100,7 @@ class Gemma3Adapter(SquareGridAdapter):
 
 
 def gemma3_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     side = int(round(math.sqrt(config.mm_tokens_per_image)))
     settings = _pan_and_scan_settings(image_processor, processor)
     return Gemma3Adapter(

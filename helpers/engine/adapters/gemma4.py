@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, text_shape
+from helpers.engine.adapters.base import Adapter, adapter_sizes
 from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
@@ -36,7 +36,7 @@ class Gemma4Adapter(Adapter):
 
 def gemma4_adapter(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
-    shape = text_shape(text)
+    shape = adapter_sizes(text)
     never = shape["n_layers"] if text.num_kv_shared_layers else 0
     return Gemma4Adapter(
         family="gemma4",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.engine.adapters.base import Adapter, config_image_token_id, softmax_layers, text_shape
+from helpers.engine.adapters.base import Adapter, adapter_sizes, config_image_token_id, softmax_layers
 from helpers.engine.adapters.families import ADAPTERS
 from helpers.engine.model_files import model_config
 
@@ -103,7 +103,7 @@ def generic_adapter(config) -> GenericAdapter:
             f"attention registry and marks image tokens with image_token_id. {config.model_type!r} {reason}"
         )
     text = config.get_text_config(decoder=True)
-    shape = text_shape(text)
+    shape = adapter_sizes(text)
     # run_head_sets may copy the hidden states at a decoder layer only if no later layer takes visual features
     # (deepstack) or reuses an earlier layer's keys (kv sharing); otherwise it copies the backbone's inputs
     deepstack = len(getattr(getattr(config, "vision_config", None), "deepstack_visual_indexes", None) or [])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from transformers.models.got_ocr2.image_processing_got_ocr2 import get_optimal_tiled_canvas
 
-from helpers.engine.adapters.base import Adapter, View, softmax_layers, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes, softmax_layers
 from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.square_grid import SquareGridAdapter
 from helpers.engine.adapters.tiles import run_images, tile_views
@@ -82,7 +82,7 @@ def _tiling(image_processor, tile: tuple[int, int]) -> dict:
 
 
 def internvl_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "default" or list(vision.image_size) != list(
         reversed(vision.image_size)
@@ -104,7 +104,7 @@ def internvl_adapter(config, image_processor=None, processor=None) -> Adapter:
 
 
 def aya_vision_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     if config.vision_feature_select_strategy != "full":
         raise ValueError(

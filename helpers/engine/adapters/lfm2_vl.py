@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from transformers.models.lfm2_vl.image_processing_lfm2_vl import find_closest_aspect_ratio
 
-from helpers.engine.adapters.base import Adapter, View, softmax_layers, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes, softmax_layers
 from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.tiles import run_images, tile_views
 
@@ -80,7 +80,7 @@ class Lfm2VlAdapter(Adapter):
 
 
 def lfm2_vl_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     tiling = dict(tile=512, min_tiles=2, max_tiles=10, thumbnail=True)  # Lfm2VlImageProcessor's defaults
     if image_processor is not None:
         if image_processor.downsample_factor != config.downsample_factor:

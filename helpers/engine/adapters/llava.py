@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from helpers.engine.adapters.base import Adapter, text_shape
+from helpers.engine.adapters.base import Adapter, adapter_sizes
 from helpers.engine.adapters.pixtral import PixtralAdapter
 from helpers.engine.adapters.square_grid import SquareGridAdapter
 
 
 def llava_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     if vision.model_type == "pixtral":  # Pixtral's native resolution, one token per patch, row breaks
         if config.vision_feature_select_strategy != "full":

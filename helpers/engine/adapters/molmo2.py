@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from transformers.models.molmo2.image_processing_molmo2 import compute_crop_geometry
 
-from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes
 from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
@@ -82,7 +82,7 @@ class Molmo2Adapter(Adapter):
 
 
 def molmo2_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     # without the image processor: the vision tower's crop and patch, Molmo2ImageProcessor's other defaults
     layout = dict(patch=vision.patch_size, crop=vision.image_size[0], margins=(4, 4), max_crops=8, pooling=(2, 2))

@@ -8,7 +8,7 @@ import torch
 from transformers.models.ovis2.image_processing_ovis2 import get_min_tile_covering_grid
 from transformers.models.ovis2.image_processing_ovis2 import get_optimal_tiled_canvas as ovis2_tiled_canvas
 
-from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes
 from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.square_grid import SquareGridAdapter
 from helpers.engine.adapters.tiles import run_images, tile_views
@@ -59,7 +59,7 @@ class Ovis2Adapter(SquareGridAdapter):
 
 
 def ovis2_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     patches, stride = vision.image_size // vision.patch_size, vision.hidden_stride
     if patches % stride:

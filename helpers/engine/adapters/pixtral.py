@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, config_image_token_id, softmax_layers, text_shape
+from helpers.engine.adapters.base import Adapter, adapter_sizes, config_image_token_id, softmax_layers
 from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
@@ -26,7 +26,7 @@ class PixtralAdapter(Adapter):
 
 
 def mistral3_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     return PixtralAdapter(
         family="mistral3",
         candidate_layers=softmax_layers(config.text_config, shape["n_layers"]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, text_shape
+from helpers.engine.adapters.base import Adapter, adapter_sizes
 from helpers.engine.adapters.layout import image_grid, image_spans, one_image
 
 
@@ -48,7 +48,7 @@ class QwenVLAdapter(Adapter):
 
 def qwen_adapter(config, image_processor=None, processor=None) -> Adapter:
     text = config.text_config
-    shape = text_shape(text)
+    shape = adapter_sizes(text)
     layer_types = getattr(text, "layer_types", None) or ["full_attention"] * shape["n_layers"]
     candidates = [i for i, kind in enumerate(layer_types) if kind != "linear_attention"]
     deepstack = len(getattr(config.vision_config, "deepstack_visual_indexes", None) or [])

@@ -12,7 +12,7 @@ from transformers.models.idefics3.image_processing_idefics3 import (
     _resize_output_size_scale_below_upper_bound,
 )
 
-from helpers.engine.adapters.base import Adapter, View, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes
 from helpers.engine.adapters.layout import one_image
 from helpers.engine.adapters.tiles import run_images, tile_views
 
@@ -76,7 +76,7 @@ class SplitImageAdapter(Adapter):
 
 
 def split_image_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     tile, longest, splitting = vision.image_size, 4 * vision.image_size, True  # the image processors' defaults
     if image_processor is not None:

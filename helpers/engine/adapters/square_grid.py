@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.engine.adapters.base import Adapter, View, config_image_token_id, softmax_layers, text_shape
+from helpers.engine.adapters.base import Adapter, View, adapter_sizes, config_image_token_id, softmax_layers
 from helpers.engine.adapters.layout import image_spans, one_image
 
 
@@ -35,7 +35,7 @@ class SquareGridAdapter(Adapter):
 
 
 def paligemma_adapter(config, image_processor=None, processor=None) -> Adapter:
-    shape = text_shape(config.text_config)
+    shape = adapter_sizes(config.text_config)
     vision = config.vision_config
     if image_processor is not None and getattr(image_processor, "do_center_crop", False):
         raise ValueError("paligemma adapter maps the image resized onto the square, not centre crops (do_center_crop)")
