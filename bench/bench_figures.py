@@ -12,8 +12,9 @@ what a load from other processes changes least):
 - an NCS call at every row, the prompt's rows or the last row: the copies run only the rows after those no copy
   changes (before the image, before the prompt's rows), against whole copies;
 - the per-copy time of run_head_sets against the fp32 matmul-peak floor (the copy's matmul FLOPs at the
-  peak measured here) and the fixed cost per call; where an NCS call's time goes (the decoder layers' projections,
-  their attention, the rest outside the layers), each part per copy against its matmuls' floor and fixed per call;
+  peak measured here) and the fixed cost per call; where an NCS call's time goes (the decoder layers, their
+  attention, the rest outside the layers), each part per copy against its matmuls' floor and fixed per call, on the
+  engine's path (the attention inside each compiled layer's graph) beside the path before (eager attention);
 - one worker against N on the chunks of one steering run (fresh caches each time): the wall-clock ratio,
   and the speed-up N idle cores would give, N x CPU(1 worker) / CPU(N workers, children included);
 - the projected `make figures` time: each notebook's planned copies (helpers/runner/steps.py) at the measured
@@ -43,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from unittest import mock
 
 import numpy as np
@@ -194,27 +195,31 @@ def matmul_floor(lm) -> dict:
     }
 
 
+def _timed(spent: collections.Counter, part: str, call):
+    """``call``, adding the CPU seconds inside it to ``spent[part]``."""
+
+    def wrapper(*args, **kwargs):
+        began = time.process_time()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            spent[part] += time.process_time() - began
+
+    return wrapper
+
+
 @contextmanager
-def _timed_parts(lm, spent: collections.Counter):
-    """While open, adds to ``spent`` the CPU seconds inside the text backbone's decoder layers ("layers") and
-    inside the attention function they call ("attention")."""
+def _timed_parts(lm, spent: collections.Counter, timed_attention=None):
+    """While open, adds to ``spent`` the CPU seconds inside the text backbone's decoder layers ("layers"), and
+    registers ``timed_attention`` (one function object for every call: the compiled layers' guards hold it) in
+    place of the attention function, which takes the attention out of the layers' graphs."""
     layers = lm.adapter.language_model(lm.model).layers
     registered = ALL_ATTENTION_FUNCTIONS[attention.ATTENTION]
-
-    def timed(part: str, call):
-        def wrapper(*args, **kwargs):
-            began = time.process_time()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                spent[part] += time.process_time() - began
-
-        return wrapper
-
     forwards = [layer.forward for layer in layers]
     for layer in layers:
-        layer.forward = timed("layers", layer.forward)
-    AttentionInterface.register(attention.ATTENTION, torch.compiler.disable(timed("attention", registered)))
+        layer.forward = _timed(spent, "layers", layer.forward)
+    if timed_attention is not None:
+        AttentionInterface.register(attention.ATTENTION, timed_attention)
     try:
         yield
     finally:
@@ -223,41 +228,69 @@ def _timed_parts(lm, spent: collections.Counter):
         AttentionInterface.register(attention.ATTENTION, registered)
 
 
+IN_GRAPH, EAGER = "attention inside each layer's graph", "attention in eager Python (the path before)"
+WARM_UP = 2  # rounds of calls before the timed ones: one call at 1 copy after one at 21 still compiles a kind
+
+
 def call_parts(lm, floor: dict, repeats: int) -> dict:
-    """Where an NCS call's CPU time goes, at 1 and at 21 copies (S + 20 sets, hidden image at every row): the
-    decoder layers without their attention (the projections, norms, rotary embedding and MLP; compiled), the
-    attention function (the scores, softmax, weights times values and the intervention), and everything outside
-    the layers (embedding, the clean item's record, the output head, the engine's Python). Each part as t(n) =
-    fixed + n x per copy, beside the floors of its matmuls."""
+    """Where an NCS call's CPU time goes, at 1 and at 21 copies (S + 20 sets, hidden image at every row), on the
+    path the engine takes (IN_GRAPH: the attention traced into each compiled decoder layer) and the one before
+    (EAGER: the attention as eager Python between two compiled regions of each layer), one after the other: the whole
+    call; the decoder layers (IN_GRAPH: with their attention; EAGER: without it, the projections, norms, rotary
+    embedding and MLP, and the attention function apart); everything outside the layers (embedding, the clean
+    item's record, the output head, the engine's Python). Each part as t(n) = fixed + n x per copy, beside the
+    floors of its matmuls."""
     peak = floor["peak_flops"]
-    floors = {  # each part's matmul floor per copy
-        "projections and the rest of the layers": floor["projection_flops_per_copy"] / peak,
-        "attention": floor["attention_flops_per_copy"] / peak,
-        "outside the layers": 0.0,
+    projections, scores = floor["projection_flops_per_copy"] / peak, floor["attention_flops_per_copy"] / peak
+    floors = {
+        IN_GRAPH: {"whole call": projections + scores, "layers with their attention": projections + scores},
+        EAGER: {
+            "whole call": projections + scores,
+            "layers without their attention": projections,
+            "attention": scores,
+        },
     }
     sets = torch.as_tensor(_sets(lm))
     single = single_image_items(load_corpus("co"), 1, 0, "matched")[0]
     batch = build_batch(lm.processor, [single])
-    per_call = {}
-    for n in (1, 21):
-        call = lambda n=n: run_head_sets(lm, batch.inputs, sets[:n], batch.image_mask, HIDE, "all", 1)  # noqa: E731
-        call()
-        spent = collections.Counter()
-        with _timed_parts(lm, spent):
-            began = time.process_time()
-            for _ in range(repeats):
-                call()
-            total = time.process_time() - began
-        per_call[n] = {
-            "projections and the rest of the layers": (spent["layers"] - spent["attention"]) / repeats,
-            "attention": spent["attention"] / repeats,
-            "outside the layers": (total - spent["layers"]) / repeats,
-        }
+    spent = {(path, n): collections.Counter() for path in floors for n in (1, 21)}
+    attention_time = collections.Counter()
+    timed_attention = torch.compiler.disable(
+        _timed(attention_time, "attention", ALL_ATTENTION_FUNCTIONS[attention.ATTENTION])
+    )
+    for path in floors:  # one path after the other: the layers' graphs recompile when the registration changes
+        eager = path == EAGER
+        with (
+            mock.patch.object(attention, "in_graph_inputs", lambda *a: None) if eager else nullcontext(),
+            _timed_parts(lm, layer_time := collections.Counter(), timed_attention if eager else None),
+        ):
+            for repeat in range(WARM_UP + repeats):  # the first rounds compile each kind of call
+                for n in (1, 21):
+                    layer_time.clear(), attention_time.clear()
+                    began = time.process_time()
+                    run_head_sets(lm, batch.inputs, sets[:n], batch.image_mask, HIDE, "all", 1)
+                    if repeat >= WARM_UP:
+                        spent[(path, n)]["whole call"] += time.process_time() - began
+                        spent[(path, n)].update(layer_time + attention_time)
     out = {}
-    for part, floor_seconds in floors.items():
-        per_copy = (per_call[21][part] - per_call[1][part]) / 20
-        fixed = per_call[1][part] - per_copy
-        out[part] = {"per_copy_seconds": per_copy, "fixed_seconds": fixed, "floor_seconds_per_copy": floor_seconds}
+    for path, parts in floors.items():
+        per_call = {}
+        for n in (1, 21):
+            t = {name: seconds / repeats for name, seconds in spent[(path, n)].items()}  # per call
+            per_call[n] = {"whole call": t["whole call"], "outside the layers": t["whole call"] - t["layers"]}
+            if path == EAGER:
+                without = t["layers"] - t["attention"]
+                per_call[n] |= {"layers without their attention": without, "attention": t["attention"]}
+            else:
+                per_call[n] |= {"layers with their attention": t["layers"]}
+        out[path] = {}
+        for part in per_call[1]:
+            per_copy = (per_call[21][part] - per_call[1][part]) / 20
+            out[path][part] = {
+                "per_copy_seconds": per_copy,
+                "fixed_seconds": per_call[1][part] - per_copy,
+                "floor_seconds_per_copy": parts.get(part, 0.0),
+            }
     return out
 
 
@@ -491,12 +524,15 @@ def _print(result: dict) -> None:
         f"{1e3 * floor['floor_seconds_per_copy']:.2f} ms ({floor['peak_flops'] / 1e9:.0f} GFLOP/s); fixed cost "
         f"per call {1e3 * result['cuts']['fixed_seconds_per_call']:.1f} ms"
     )
-    print("an NCS call's parts, per copy against their matmuls' floor, and fixed per call:")
-    for part, c in result["call_parts"].items():
-        print(
-            f"    {part:<40}{1e3 * c['per_copy_seconds']:>6.2f} ms vs {1e3 * c['floor_seconds_per_copy']:.2f} ms, "
-            f"fixed {1e3 * c['fixed_seconds']:.1f} ms"
-        )
+    print("an NCS call's parts, per copy against their matmuls' floor, and fixed per call, on each path:")
+    for path, parts in result["call_parts"].items():
+        print(f"  {path}:")
+        for part, c in parts.items():
+            ratio = c["per_copy_seconds"] / c["floor_seconds_per_copy"] if c["floor_seconds_per_copy"] else None
+            print(
+                f"    {part:<36}{1e3 * c['per_copy_seconds']:>6.2f} ms vs {1e3 * c['floor_seconds_per_copy']:.2f} ms"
+                f"{'' if ratio is None else f' = {ratio:.2f}x'}, fixed {1e3 * c['fixed_seconds']:.1f} ms"
+            )
     w = result["workers"]
     print(
         f"workers: 1 vs {w['workers']}: {w['wall_speedup']:.2f}x wall-clock here, {w['speedup']:.2f}x on idle cores "
