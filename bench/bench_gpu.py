@@ -152,7 +152,7 @@ def oracle_errors(lm, inputs, panel, rows, image, heads) -> dict:
     probabilities: clean, a read (mass per head and group), a hide (HIDE on the panel) and a steer (+2.5 on it)."""
     switched(lm, ATTENTION)
     out = {}
-    with probe(lm, read=Read(rows=rows, groups={"panel": panel, "image": image})) as recording:
+    with probe(lm, read=Read(query_rows=rows, groups={"panel": panel, "image": image})) as recording:
         clean = lm.model(**inputs).logits[:, -1]
     switched(lm, "eager")
     reference = lm.model(**inputs, output_attentions=True)
@@ -180,7 +180,7 @@ def oracle_errors(lm, inputs, panel, rows, image, heads) -> dict:
         expected = lm.model(**inputs).logits[:, -1]
         oracle_bias.clear()
         switched(lm, ATTENTION)
-        with probe(lm, intervene=Intervention(heads=heads, keys=panel, bias=bias, rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads, keys=panel, bias=bias, query_rows=rows)):
             got = lm.model(**inputs).logits[:, -1]
         switched(lm, ORACLE)
         out[f"{name}_logits"] = float((got.float() - expected.float()).abs().max())
@@ -216,7 +216,7 @@ def forward_costs(lm, inputs, panel, rows, image, repeats: int, device: str) -> 
         lm.model(**inputs)
 
     def reading():
-        with probe(lm, read=Read(rows=rows, groups={"panel": panel, "image": image})):
+        with probe(lm, read=Read(query_rows=rows, groups={"panel": panel, "image": image})):
             lm.model(**inputs)
 
     def eager_attentions():
@@ -251,7 +251,7 @@ def head_set_costs(lm, inputs, panel, rows, n_random: int, max_tokens: int, repe
         return torch.cat(
             [
                 last_probabilities(
-                    _probed(lm, inputs, Intervention(heads=heads[i : i + 1], keys=panel, bias=HIDE, rows=rows))
+                    _probed(lm, inputs, Intervention(heads=heads[i : i + 1], keys=panel, bias=HIDE, query_rows=rows))
                 )
                 for i in range(len(sets))
             ]

@@ -109,7 +109,7 @@ def _paper_case(mode: str, tokens: int, layers: int):
     inputs, image, panel = _inputs(tokens)
     rows = torch.zeros(1, tokens, dtype=torch.bool)
     rows[:, -40:] = True  # a query span of 40 rows (qsp-like)
-    return loaded(model, layers), inputs, Read(rows=rows, groups={"panel": panel, "image": image})
+    return loaded(model, layers), inputs, Read(query_rows=rows, groups={"panel": panel, "image": image})
 
 
 def toy_strip_batch(lm: LoadedModel, n_items: int):
@@ -125,7 +125,7 @@ def toy_strip_batch(lm: LoadedModel, n_items: int):
             for b, item in enumerate(items)
         ]
     )  # [B, T]
-    return batch, Read(rows=batch.query_mask, groups={"panel": panel, "image": batch.image_mask})
+    return batch, Read(query_rows=batch.query_mask, groups={"panel": panel, "image": batch.image_mask})
 
 
 def _toy_case(mode: str, n_items: int):

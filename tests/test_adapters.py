@@ -137,7 +137,7 @@ def test_load_model_from_a_saved_folder(tmp_path):
     assert lm.model.config.vision_config._attn_implementation == "sdpa"
     inputs = tiny_inputs("qwen3_vl", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
-    with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
+    with probe(lm, read=Read(query_rows="all", groups={"image": image})) as rec:
         lm.model(**inputs)
     assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
     with pytest.raises(ValueError, match="dtype 'int8' is not supported"):
@@ -276,7 +276,7 @@ def test_load_generic_family_from_a_saved_folder(tmp_path):
     assert lm.model.config.vision_config._attn_implementation == "sdpa"
     inputs = tiny_inputs("cohere2_vision", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
-    with probe(lm, read=Read(rows="all", groups={"image": image})) as rec:
+    with probe(lm, read=Read(query_rows="all", groups={"image": image})) as rec:
         lm.model(**inputs)
     assert rec.mass.shape == (2, 3, 4, 1) and bool(((rec.mass >= 0) & (rec.mass <= 1 + 1e-6)).all())
 

@@ -113,12 +113,12 @@ def _oracle_last(lm, oracle, item, heads, rows, keys, bias):
 
 
 def _intervened(lm, inputs, heads, keys, rows):
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE, rows=rows)):
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE, query_rows=rows)):
         return lm.model(**inputs).logits
 
 
 def _read(lm, inputs, rows, image):
-    with probe(lm, read=Read(rows=rows, groups={"image": image})) as recording:
+    with probe(lm, read=Read(query_rows=rows, groups={"image": image})) as recording:
         lm.model(**inputs)
     return recording.mass
 
@@ -142,7 +142,7 @@ def test_generate_takes_masks_wider_by_its_new_tokens_only(family):
         rows[:, T - 2 :] = True
         group = torch.nn.functional.pad(image, (0, max(0, width - T)))[:, :width]
         try:
-            with probe(lm, read=Read(rows=rows, groups={"image": group})) as recording:
+            with probe(lm, read=Read(query_rows=rows, groups={"image": group})) as recording:
                 lm.model.generate(**inputs, max_new_tokens=new, do_sample=False)
         except ValueError as error:
             assert not taken and f"{width} positions wide" in str(error), str(error)

@@ -611,16 +611,16 @@ ENGINE = [
                 lm,
                 i,
                 intervene=Intervention(
-                    heads=_heads(L, H), keys=torch.ones(2, T, dtype=torch.bool), bias=1.0, rows="some"
+                    heads=_heads(L, H), keys=torch.ones(2, T, dtype=torch.bool), bias=1.0, query_rows="some"
                 ),
             )
         ),
-        ("rows='some'", "'all'"),
+        ("query_rows='some'", "'all'"),
     ),
     Case(
         "engine",
         "read without groups",
-        _engine(lambda lm, i, T, L, H: _probe(lm, i, read=Read(rows="all", groups={}))),
+        _engine(lambda lm, i, T, L, H: _probe(lm, i, read=Read(query_rows="all", groups={}))),
         ("Read.groups is empty", "{'image': image_keys}"),
     ),
     Case(
@@ -630,7 +630,9 @@ ENGINE = [
             lambda lm, i, T, L, H: _probe(
                 lm,
                 i,
-                read=Read(rows=torch.ones(3, T, dtype=torch.bool), groups={"g": torch.ones(2, T, dtype=torch.bool)}),
+                read=Read(
+                    query_rows=torch.ones(3, T, dtype=torch.bool), groups={"g": torch.ones(2, T, dtype=torch.bool)}
+                ),
             )
         ),
         ("disagree on the batch size", "[2, 3]"),
@@ -649,9 +651,9 @@ ENGINE = [
     ),
     Case(
         "engine",
-        "run_head_sets rows from a longer item",
-        _engine(lambda lm, i, T, L, H: _run(lm, i, rows=torch.ones(1, T + 2, dtype=torch.bool))),
-        ("rows is 19 positions wide, but the item has 17",),
+        "run_head_sets query_rows from a longer item",
+        _engine(lambda lm, i, T, L, H: _run(lm, i, query_rows=torch.ones(1, T + 2, dtype=torch.bool))),
+        ("query_rows is 19 positions wide, but the item has 17",),
     ),
     Case(
         "engine",

@@ -29,7 +29,7 @@ def _paths(lm, single, grid, sets) -> dict:
     keys = torch.zeros(2 * len(sets), grid.inputs["input_ids"].shape[1], dtype=torch.bool)
     keys[: len(sets)] = grid.image_mask
     keys[len(sets) :, grid.image_mask[0].nonzero()[0]] = True
-    with probe(lm, read=Read(rows="all", groups={"image": single.image_mask})) as read:
+    with probe(lm, read=Read(query_rows="all", groups={"image": single.image_mask})) as read:
         lm.model(**single.inputs)
     return {
         "one item": letter_probs(lm.model, lm.processor, single),
@@ -69,7 +69,7 @@ def test_compiled_layers_hide_and_steer_inside_their_graph_and_keep_the_guards(t
     run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
     run_head_sets(lm, single.inputs, sets, single.image_mask, 5.0, single.last_prompt_mask, 1)
     assert eager_calls == []
-    with probe(lm, read=Read(rows="all", groups={"image": single.image_mask})):
+    with probe(lm, read=Read(query_rows="all", groups={"image": single.image_mask})):
         lm.model(**single.inputs)
     assert len(eager_calls) == len(lm.adapter.candidate_layers)
     every_key = torch.ones_like(single.image_mask)

@@ -74,7 +74,7 @@ def test_read_matches_eager_prefill(family):
     rows[:, [T - 1, T - 4]] = True
     rows[1, T - 2] = True  # rows may differ per batch row
     groups = _groups(lm, inputs)
-    with probe(lm, read=Read(rows=rows, groups=groups, per_row=True)) as rec:
+    with probe(lm, read=Read(query_rows=rows, groups=groups, per_row=True)) as rec:
         logits = lm.model(**inputs).logits
     reference = eager(**inputs, output_attentions=True)
     expected = _eager_mass(reference.attentions, groups, rows)
@@ -98,7 +98,7 @@ def test_read_matches_eager_decode(family):
     rows = torch.zeros(2, T + 3, dtype=torch.bool)
     rows[:, [T - 3, T - 1, T, T + 1]] = True  # prompt rows (prefill) and generated tokens (decode steps)
     groups = _groups(lm, inputs)
-    with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
+    with probe(lm, read=Read(query_rows=rows, groups=groups)) as rec:
         generated = lm.model.generate(**inputs, max_new_tokens=3, do_sample=False)
     reference = eager(**_extended(inputs, generated), output_attentions=True)
     error = (rec.mass - _eager_mass(reference.attentions, groups, rows)).abs().max()
@@ -144,7 +144,7 @@ def test_bf16_read_is_close_to_fp32_eager(family):
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 4 :] = True
     groups = _groups(lm, inputs)
-    with probe(half, read=Read(rows=rows, groups=groups)) as rec:
+    with probe(half, read=Read(query_rows=rows, groups=groups)) as rec:
         half.model(**_cast(inputs, torch.bfloat16))
     expected = _eager_mass(eager(**inputs, output_attentions=True).attentions, groups, rows)
     error = (rec.mass.float() - expected).abs().max()
@@ -157,7 +157,7 @@ def _check_against_eager_and_oracle(lm, eager, oracle, inputs, keys="first_half"
     T = inputs["input_ids"].shape[1]
     groups = _groups(lm, inputs)
     real = inputs["attention_mask"].bool()
-    with probe(lm, read=Read(rows=real, groups=groups)) as rec:
+    with probe(lm, read=Read(query_rows=real, groups=groups)) as rec:
         lm.model(**inputs)
     read_error = (rec.mass - _eager_mass(eager(**inputs, output_attentions=True).attentions, groups, real)).abs().max()
     rows = torch.zeros_like(real)
@@ -165,7 +165,7 @@ def _check_against_eager_and_oracle(lm, eager, oracle, inputs, keys="first_half"
     heads = _head_set(lm, 2)
     errors = [float(read_error)]
     for bias in (HIDE, 2.5):
-        with probe(lm, intervene=Intervention(heads=heads, keys=groups[keys], bias=bias, rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads, keys=groups[keys], bias=bias, query_rows=rows)):
             steered = lm.model(**inputs).logits
         expected = _oracle_logits(lm, oracle, inputs, heads, rows, groups[keys], bias)
         errors.append(float((steered - expected).abs().max()))
@@ -218,7 +218,7 @@ def test_mask_and_steer_match_eager_reference(family, bias):
     rows[:, T - 3 :] = True
     expected = _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias)
     clean = lm.model(**inputs).logits
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, query_rows=rows)):
         steered = lm.model(**inputs).logits
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
     assert (steered - clean).abs().max() > 1e-4  # the intervention took effect
@@ -308,11 +308,15 @@ def test_run_head_sets_equals_batched_and_sequential(family, lowest):
     rows[:, T - 5 :] = True
     betas = torch.tensor([4.0, -3.0, 4.0, HIDE])
     fast = run_head_sets(lm, item, heads, keys, betas, rows)  # [4, T, V]
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys.expand(4, -1), bias=betas, rows=rows.expand(4, -1))):
+    with probe(
+        lm, intervene=Intervention(heads=heads, keys=keys.expand(4, -1), bias=betas, query_rows=rows.expand(4, -1))
+    ):
         batched = lm.model(**expand_item(item, 4)).logits
     torch.testing.assert_close(fast, batched, atol=1e-5, rtol=0)
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+        with probe(
+            lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), query_rows=rows)
+        ):
             alone = lm.model(**item).logits
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
@@ -337,7 +341,7 @@ def test_run_head_sets_with_one_bias_for_all_copies_equals_the_loop(family, bias
         rows[:, -last_rows:] = True
     fast = run_head_sets(lm, item, heads, keys, bias, rows)  # [4, T, V]
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, query_rows=rows)):
             alone = lm.model(**item).logits
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
@@ -376,7 +380,9 @@ def test_run_head_sets_from_an_unchanged_prefix_equals_the_loop(family, monkeypa
     whole = recurrent or name == "gemma4"  # Gemma 4's later layers reuse earlier layers' keys: whole copies
     assert seen == ([] if whole else [T - last_rows]) and fast.shape[:2] == (4, keep)
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+        with probe(
+            lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), query_rows=rows)
+        ):
             alone = lm.model(**item).logits[:, -keep:]
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
@@ -416,7 +422,7 @@ def test_run_head_sets_continues_the_rows_before_the_first_key(family, monkeypat
     whole = not lm.adapter.continues_from_cache or name == "gemma4"
     assert seen == ([] if whole or start == 0 else [start])
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, rows="all")):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=bias, query_rows="all")):
             alone = lm.model(**item).logits[:, -2:]
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
@@ -444,7 +450,7 @@ def test_run_head_sets_continues_few_copies_only_from_a_remembered_item(family, 
     again = run_head_sets(lm, item, heads, keys, HIDE, "all", logits_to_keep=1)
     continues = lm.adapter.continues_from_cache and name != "gemma4"
     assert seen == ([start] if continues else [])
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE, rows="all")):
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=HIDE, query_rows="all")):
         alone = lm.model(**item).logits[:, -1:]
     torch.testing.assert_close(first, alone, atol=1e-5, rtol=0)
     torch.testing.assert_close(again, alone, atol=1e-5, rtol=0)
@@ -470,7 +476,7 @@ def test_run_head_sets_keeps_molmo2_markers_with_the_image(monkeypatch):
     fast = run_head_sets(lm, item, heads, keys, 3.0, rows, logits_to_keep=1)  # [2, 1, V]
     assert seen == [int((ids[0] == VISION_START).nonzero()[0])]
     for i in range(2):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=3.0, rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=3.0, query_rows=rows)):
             torch.testing.assert_close(fast[i : i + 1], lm.model(**item).logits[:, -1:], atol=1e-5, rtol=0)
 
 
@@ -547,7 +553,9 @@ def test_run_head_sets_runs_the_last_layer_at_the_kept_rows(family, monkeypatch,
     assert supported == (name == "qwen3_vl")
     assert bool(ran) == (supported and (rows_at == "all" or not last_layer_heads))
     for i in range(len(sets)):
-        with probe(lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), rows=rows)):
+        with probe(
+            lm, intervene=Intervention(heads=heads[i : i + 1], keys=keys, bias=float(betas[i]), query_rows=rows)
+        ):
             alone = lm.model(**item).logits[:, -keep:]
         torch.testing.assert_close(fast[i : i + 1], alone, atol=1e-5, rtol=0)
     assert (fast[0] - fast[2]).abs().max() > 1e-5
@@ -598,7 +606,7 @@ def test_guards(family):
         with probe(lm, intervene=Intervention(heads=heads, keys=torch.zeros(2, T, dtype=torch.bool), bias=HIDE)):
             pass
     with pytest.raises(ValueError, match="key group 'panel' selects no position"):
-        with probe(lm, read=Read(rows="all", groups={"panel": torch.zeros(2, T, dtype=torch.bool)})):
+        with probe(lm, read=Read(query_rows="all", groups={"panel": torch.zeros(2, T, dtype=torch.bool)})):
             pass
     with pytest.raises(ValueError, match=rf"needs \[batch, {L} candidate layers, {H} heads\]"):
         with probe(lm, intervene=Intervention(heads=torch.ones(2, L, H + 1, dtype=torch.bool), keys=image, bias=1.0)):
@@ -608,8 +616,8 @@ def test_guards(family):
             pass  # no forward: nothing was changed
     rows_after = torch.zeros(2, T + 5, dtype=torch.bool)
     rows_after[:, T + 4] = True  # a row the forward never reaches: a mask of another width
-    with pytest.raises(ValueError, match=rf"Intervention.rows is {T + 5} positions wide, but .* {T} positions"):
-        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0, rows=rows_after)):
+    with pytest.raises(ValueError, match=rf"Intervention.query_rows is {T + 5} positions wide, but .* {T} positions"):
+        with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0, query_rows=rows_after)):
             lm.model(**inputs)
     with pytest.raises(ValueError, match="batch size 2, the forward has batch size 4"):
         with probe(lm, intervene=Intervention(heads=heads, keys=image, bias=1.0)):
@@ -648,7 +656,7 @@ def test_selections_that_cannot_take_effect_are_refused(family):
     last = torch.zeros_like(real)
     last[:, T - 1] = True
     with pytest.raises(ValueError, match=r"hides every key that query row \d+ of batch row 1 can see .*layer 1"):
-        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=HIDE, rows=last)):
+        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=HIDE, query_rows=last)):
             lm.model(**inputs)
     with pytest.raises(ValueError, match=r"no chosen row of batch row\(s\) \[1\] can see any selected key"):
         with probe(lm, intervene=Intervention(heads=heads, keys=pads, bias=HIDE)):
@@ -661,20 +669,22 @@ def test_selections_that_cannot_take_effect_are_refused(family):
     early = torch.zeros_like(real)
     early[:, T - 4] = True
     with pytest.raises(ValueError, match=r"no chosen row of batch row\(s\) \[1\] can see any selected key"):
-        with probe(lm, intervene=Intervention(heads=heads, keys=last, bias=2.0, rows=early)):  # keys in the future
+        with probe(
+            lm, intervene=Intervention(heads=heads, keys=last, bias=2.0, query_rows=early)
+        ):  # keys in the future
             lm.model(**inputs)
     with pytest.raises(RuntimeError, match=r"rows never occurred in batch row\(s\) \[1\].*pad rows"):
-        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=2.0, rows=pads)):
+        with probe(lm, intervene=Intervention(heads=heads, keys=real, bias=2.0, query_rows=pads)):
             lm.model(**inputs)
     blind = torch.zeros(2, T, dtype=torch.bool)
     blind[0, 0] = True
     blind[1] = pads[1]
     with pytest.raises(ValueError, match=r"key group 'blind' holds no key that any row of batch row\(s\) \[1\]"):
-        with probe(lm, read=Read(rows=last, groups={"blind": blind})):
+        with probe(lm, read=Read(query_rows=last, groups={"blind": blind})):
             lm.model(**inputs)
     beyond_group = torch.nn.functional.pad(blind, (0, 1))  # a column beyond the sequence
     with pytest.raises(ValueError, match=rf"key group 'blind' is {T + 1} positions wide, but .* {T} positions"):
-        with probe(lm, read=Read(rows=last, groups={"blind": beyond_group})):
+        with probe(lm, read=Read(query_rows=last, groups={"blind": beyond_group})):
             lm.model(**inputs)
 
 
@@ -683,7 +693,7 @@ def test_model_without_the_engine_is_refused():
     inputs = tiny_inputs("qwen3_vl", lm.model)
     image = lm.adapter.image_positions(inputs["input_ids"])
     with pytest.raises(RuntimeError, match="runs attention 'sdpa'"):
-        with probe(lm, read=Read(rows="all", groups={"image": image})):
+        with probe(lm, read=Read(query_rows="all", groups={"image": image})):
             pass
 
 
@@ -724,7 +734,7 @@ def test_intervention_under_generate_matches_eager_reference(family, bias):
             input_ids = torch.cat([input_ids, logits.argmax(-1, keepdim=True)], 1)
     settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
     clean = lm.model.generate(**inputs, **settings)
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, query_rows=rows)):
         steered = lm.model.generate(**inputs, **settings)
     torch.testing.assert_close(torch.stack(steered.logits), torch.stack(expected), atol=1e-5, rtol=0)
     assert torch.equal(steered.sequences, input_ids)

@@ -36,7 +36,7 @@ def test_attention_rows_and_top_keys_match_eager(family):
     attentions = torch.stack(eager(**inputs, output_attentions=True).attentions, 1)[0]  # [L, H, T, T]
     rows = _row_selection(T, [T - 6, T - 2, T - 1])
     att = attention_rows(lm, inputs, rows)
-    assert att.rows.tolist() == [T - 6, T - 2, T - 1]
+    assert att.row_positions.tolist() == [T - 6, T - 2, T - 1]
     assert att.keys.tolist() == list(range(T))  # every key the last row sees
     torch.testing.assert_close(att.weights, attentions[:, :, rows][..., :T], atol=1e-5, rtol=0)
     expected = attentions[:, :, rows].argmax(-1)  # [L, H, R]

@@ -37,7 +37,7 @@ def _spec(heads, keys, rows="all", bias=HIDE, masking="hide"):
         heads=heads,
         keys=keys.expand(n, -1),
         bias=torch.as_tensor(bias, dtype=torch.float32),
-        rows=rows if isinstance(rows, str) else rows.expand(n, -1),
+        query_rows=rows if isinstance(rows, str) else rows.expand(n, -1),
         masking=masking,
         factor=torch.tensor(0.0),
     )

@@ -97,7 +97,7 @@ def test_each_masking_matches_its_oracle(family, path, masking, rows_at):
         rows = torch.zeros(2, T, dtype=torch.bool)
         rows[:, T - 3 :] = True
     factor = torch.tensor([0.0, 0.5])
-    spec = Intervention(heads=heads, keys=keys, bias=HIDE, rows=rows, masking=masking, factor=factor)
+    spec = Intervention(heads=heads, keys=keys, bias=HIDE, query_rows=rows, masking=masking, factor=factor)
     clean = lm.model(**inputs).logits
     with probe(lm, intervene=spec):
         masked = lm.model(**inputs).logits
@@ -157,10 +157,10 @@ def test_only_the_leaky_masking_lets_the_rows_before_the_image_read_it(family, p
     heads = stack_head_sets(lm.adapter, [[(0, 1), (1, 2), (1, 3)]])[0]  # [L, H]
     image = _image(lm, item)
     T, first = image.shape[1], int(image[0].nonzero()[0])
-    everywhere = leak(lm, item, heads, masking, rows="all")
+    everywhere = leak(lm, item, heads, masking, query_rows="all")
     from_image = torch.zeros_like(image)
     from_image[:, first:] = True
-    after = leak(lm, item, heads, masking, rows=from_image)
+    after = leak(lm, item, heads, masking, query_rows=from_image)
     report = f"{name} {masking} ({path} path): rows all {everywhere}, rows from the image {after}"
     assert after.logits == 0 and after.hidden == 0 and after.from_image == 0, report
     if masking == "leaky_uniform":
@@ -183,7 +183,7 @@ def test_generate_under_each_causal_masking_equals_the_oracle(family, masking):
     keys = torch.nn.functional.pad(_image(lm, inputs), (0, new))  # [2, T + new]
     rows = torch.zeros(2, T + new, dtype=torch.bool)
     rows[:, T - 2 :] = True
-    spec = Intervention(heads=heads, keys=keys, bias=HIDE, rows=rows, masking=masking, factor=0.3)
+    spec = Intervention(heads=heads, keys=keys, bias=HIDE, query_rows=rows, masking=masking, factor=0.3)
     settings = dict(max_new_tokens=new, do_sample=False, output_logits=True, return_dict_in_generate=True)
     with probe(lm, intervene=spec):
         generated = lm.model.generate(**inputs, **settings)

@@ -105,7 +105,7 @@ def _hand_rows() -> AttentionRows:
     weights[0, 0, :, 1] = 0.7
     weights[0, 1, :, 3] = 0.6
     weights[0, 2, 0, 0] = weights[0, 2, 1, 2] = 0.5
-    return AttentionRows(weights=weights, rows=torch.tensor([20, 21]), keys=torch.tensor([10, 11, 12, 13]))
+    return AttentionRows(weights=weights, row_positions=torch.tensor([20, 21]), keys=torch.tensor([10, 11, 12, 13]))
 
 
 def test_sparsemm_scores_one_over_region_size_at_steps_naming_one_region():

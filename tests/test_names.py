@@ -115,3 +115,42 @@ def test_no_notebook_declares_a_parameter_under_its_old_name():
     declared = {path.stem: declared_parameters(path.stem) for path in sorted(paths.NOTEBOOKS.glob("[0-9]*.py"))}
     old = {notebook: sorted(set(names) & set(RENAMED)) for notebook, names in declared.items()}
     assert not any(old.values()), f"parameters under an old name (renamed: {RENAMED}): {old}"
+
+
+# the engine's public callables and dataclasses that take a query-row selection ([B, T] bool or "all")
+TAKE_QUERY_ROWS = [
+    ("helpers.engine.attention", "Read"),
+    ("helpers.engine.attention", "Intervention"),
+    ("helpers.engine.head_sets", "run_head_sets"),
+    ("helpers.engine.leakage", "leak"),
+    ("helpers.engine.top_key", "attention_rows"),
+    ("helpers.engine.top_key", "top_keys"),
+]
+
+
+@pytest.mark.parametrize("module, name", TAKE_QUERY_ROWS, ids=[name for _, name in TAKE_QUERY_ROWS])
+def test_the_engine_names_its_query_row_selection_query_rows(module, name):
+    parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    assert "query_rows" in parameters and "rows" not in parameters
+
+
+def test_no_parameter_or_field_named_rows_in_helpers():
+    """`rows` is left to table rows: no parameter or annotated field of helpers/ is named rows (a row group is
+    row_group, the engine's selection query_rows, a count n_rows)."""
+    found = []
+    for path in sorted(paths.HELPERS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [
+                    f"{path.relative_to(paths.ROOT)}: {node.name}"
+                    for name, _, _ in _parameters(node)
+                    if name == "rows"
+                ]
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "rows":
+                found.append(f"{path.relative_to(paths.ROOT)}: field rows")
+    allowed = {  # table rows: a list of records or a frame
+        "helpers/engine/support.py: support_matrix",
+        "helpers/studies/findings.py: _unadjusted_calls_by_setting",
+        "helpers/studies/masking_comparison.py: masking_table",
+    }
+    assert set(found) <= allowed, f"rows that are not table rows: {sorted(set(found) - allowed)}"

@@ -21,7 +21,7 @@ def family_support(family: str) -> FamilySupport:
     groups = _groups(lm, inputs)
     rows = torch.zeros(2, T, dtype=torch.bool)
     rows[:, T - 3 :] = True
-    with probe(lm, read=Read(rows=rows, groups=groups)) as rec:
+    with probe(lm, read=Read(query_rows=rows, groups=groups)) as rec:
         lm.model(**inputs)
     with biased({}):  # the oracle as plain eager attention
         eager = _eager_mass(oracle(**inputs, output_attentions=True).attentions, groups, rows)  # [B, L, H, G]
@@ -30,9 +30,9 @@ def family_support(family: str) -> FamilySupport:
     errors = {}
     for name, bias in (("mask", HIDE), ("steer", 2.5)):
         expected = _oracle_logits(lm, oracle, inputs, heads, rows, keys, bias)
-        with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+        with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, query_rows=rows)):
             errors[name] = float((lm.model(**inputs).logits - expected).abs().max())
-    with probe(lm, read=Read(rows="all", groups=groups)) as rec:
+    with probe(lm, read=Read(query_rows="all", groups=groups)) as rec:
         lm.model.generate(**inputs, max_new_tokens=2, do_sample=False)
     return FamilySupport(
         family=family,

@@ -102,7 +102,7 @@ def test_engine_matches_the_eager_oracle_on_real_items(toy, bias):
     }
     with biased(by_layer):
         expected = oracle(**inputs).logits
-    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, rows=rows)):
+    with probe(lm, intervene=Intervention(heads=heads, keys=keys, bias=bias, query_rows=rows)):
         steered = lm.model(**inputs).logits
     torch.testing.assert_close(steered, expected, atol=1e-5, rtol=0)
     assert (steered - lm.model(**inputs).logits).abs().max() > 1e-5  # the intervention took effect

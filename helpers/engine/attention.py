@@ -25,7 +25,7 @@ selection built on the prompt never touches generated tokens unless ``"all"`` is
 
 Usage (``lm`` is a ``helpers.engine.LoadedModel``)::
 
-    read = Read(rows=last_row,                           # [B, T] bool, or "all"
+    read = Read(query_rows=last_row,                           # [B, T] bool, or "all"
                 groups={"panel": panel_keys, "image": image_keys})  # name -> [B, T] bool
     with probe(lm, read=read) as rec:
         lm.model(**inputs)
@@ -36,7 +36,7 @@ Usage (``lm`` is a ``helpers.engine.LoadedModel``)::
     steer = Intervention(heads=head_set,                 # [B, L, H] bool
                          keys=cell_keys,                 # [B, T] bool
                          bias=3.0,                       # float, [B] tensor, or HIDE
-                         rows="all")                     # [B, T] bool, or "all"
+                         query_rows="all")               # [B, T] bool, or "all"
     with probe(lm, intervene=steer):
         logits = lm.model(**inputs).logits
 
@@ -77,21 +77,21 @@ READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the 
 SMALL_KEYS = 256  # up to this many keys, fp32 attention on the CPU runs as matmuls (_small)
 PLAIN_KWARGS = {"sliding_window", "position_ids", "cache_position", "is_causal", "use_cache"}  # _small ignores them
 
-Rows = torch.Tensor | str
+QueryRows = torch.Tensor | str  # a [B, T] bool selection of query rows, or "all"
 
 
 @dataclass
 class Read:
-    """What to read: attention mass from ``rows`` [B, T] (or "all") to each key group [B, T]."""
+    """What to read: attention mass from ``query_rows`` [B, T] (or "all") to each key group [B, T]."""
 
-    rows: Rows
+    query_rows: QueryRows
     groups: dict[str, torch.Tensor]
     per_row: bool = False
 
 
 @dataclass
 class Intervention:
-    """Add ``bias`` to the logits of ``keys`` [B, T] for ``heads`` [B, L, H] at ``rows`` [B, T] or "all".
+    """Add ``bias`` to the logits of ``keys`` [B, T] for ``heads`` [B, L, H] at ``query_rows`` [B, T] or "all".
 
     ``bias``: a float (every batch row), a [B] tensor (one per batch row, e.g. a beta sweep), or HIDE.
     ``masking``: how the heads are masked instead (helpers.engine.masking.MASKINGS); "hide" (the default) adds
@@ -103,7 +103,7 @@ class Intervention:
     heads: torch.Tensor
     keys: torch.Tensor | None
     bias: float | torch.Tensor
-    rows: Rows = "all"
+    query_rows: QueryRows = "all"
     masking: str = "hide"
     factor: float | torch.Tensor = 0.0
 
@@ -391,7 +391,7 @@ AttentionInterface.register(ATTENTION, head_probe_attention)
 AttentionMaskInterface.register(ATTENTION, eager_mask)
 
 
-def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tensor:
+def _select(selection: QueryRows, positions: torch.Tensor, batch: int) -> torch.Tensor:
     """Bool [B, n]: which of the absolute ``positions`` [n] a [B, T] selection (or "all") picks."""
     if isinstance(selection, str):
         return torch.ones(batch, positions.numel(), dtype=torch.bool, device=positions.device)
@@ -405,7 +405,7 @@ def _select(selection: Rows, positions: torch.Tensor, batch: int) -> torch.Tenso
 class _ReadRows:
     """What a read picks under one mask: the rows it reads and the key groups, as floats to sum over."""
 
-    rows: torch.Tensor  # [B, q] chosen rows that see a key (pad rows see none)
+    chosen: torch.Tensor  # [B, q] chosen rows that see a key (pad rows see none)
     row_index: torch.Tensor  # [r] rows some batch row reads
     groups: torch.Tensor  # [B, 1, k, G] float: the key groups
 
@@ -426,10 +426,10 @@ def _read_rows(state: _State, layer: int, attention_mask, query_pos, key_pos) ->
     batch = state.batch
     _check_rows_present(state, layer, query_pos, batch)
     visible = attention_mask[:, 0].expand(batch, -1, -1) > torch.finfo(attention_mask.dtype).min / 2  # [B, q, k]
-    rows = _select(state.read.rows, query_pos, batch) & visible.any(-1)  # [B, q]
+    chosen = _select(state.read.query_rows, query_pos, batch) & visible.any(-1)  # [B, q]
     groups = torch.stack([_select(g, key_pos, batch) for g in state.read.groups.values()], -1)  # [B, k, G]
     state.groups_seen |= (groups & visible.any(1)[:, :, None]).any(1).cpu()  # [B, G]
-    return _ReadRows(rows, rows.any(0).nonzero().flatten(), groups.float()[:, None])
+    return _ReadRows(chosen, chosen.any(0).nonzero().flatten(), groups.float()[:, None])
 
 
 def _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query_pos, key_pos):
@@ -451,7 +451,7 @@ def _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query
         scores = (q_rows @ keys_t).view(batch, n_heads, index.numel(), k_len)  # [B, H, r, k]
         scores = scores * scaling + mask[:, :, index].float()
         mass = scores.softmax(-1) @ picked.groups  # [B, H, r, G]
-        weight = picked.rows[:, index]  # [B, r]
+        weight = picked.chosen[:, index]  # [B, r]
         summed = (mass * weight[:, None, :, None]).sum(2)  # [B, H, G]
         state.read_sum[layer] = state.read_sum.get(layer, 0) + summed
         state.read_count[layer] = state.read_count.get(layer, 0) + weight.sum(1)
@@ -462,8 +462,8 @@ def _read(state, layer, query, key, attention_mask, scaling, groups_of_kv, query
 def _check_rows_present(state, layer, query_pos, batch) -> None:
     """A read row of this step that a layer did not run (its queries were sliced away) would be missed."""
     step = torch.arange(state.step_start, state.step_end, device=query_pos.device)  # [n]
-    chosen = _select(state.read.rows, step, batch).sum()
-    present = _select(state.read.rows, query_pos, batch).sum()
+    chosen = _select(state.read.query_rows, step, batch).sum()
+    present = _select(state.read.query_rows, query_pos, batch).sum()
     if present != chosen:
         raise RuntimeError(
             f"candidate layer {layer} ran only the last {query_pos.numel()} of the step's {step.numel()} rows, "
@@ -516,7 +516,7 @@ def _selection(state: _State, attention_mask, query_pos, key_pos) -> _Selection:
     own = slice(0, 1) if state.same_item else slice(None)
     rows_mask = attention_mask[:, 0].expand(batch, -1, -1)[own]  # [U', q, k]
     seen = rows_mask > torch.finfo(attention_mask.dtype).min / 2  # keys each row can see
-    gate = _select(spec.rows, query_pos, batch)[own] & seen.any(-1)  # [U', q]
+    gate = _select(spec.query_rows, query_pos, batch)[own] & seen.any(-1)  # [U', q]
     if spec.masking in KEYED:
         hit = _select(spec.keys, key_pos, batch)[own][:, None, :] & seen & gate[..., None]  # [U', q, k]
     else:  # the masking acts on every key
@@ -574,7 +574,7 @@ def _found(state: _State, layer: int, attention_mask, query_pos, key_pos) -> tup
         raise ValueError(
             f"the intervention hides every key that query row {int(query_pos[row])} of batch row {batch_row} can "
             f"see (candidate layer {layer}, head {int(pairs.h[pairs.b == batch_row][0])}): its attention would be "
-            "undefined; hide fewer keys or leave that row out of Intervention.rows"
+            "undefined; hide fewer keys or leave that row out of Intervention.query_rows"
         )
     state.rows_hit[pairs.carriers_cpu[selection.rows_hit[own_cpu].expand(n_carriers)]] = True
     state.keys_seen[pairs.carriers_cpu[selection.keys_seen[own_cpu].expand(n_carriers)]] = True
@@ -649,11 +649,11 @@ def _recomputed(masking: str, q_sel, k_sel, v_sel, row_mask, hit, factor, pair_r
     factor = factor.expand(n_rows)[pair_row]  # [N]
     step = max(1, READ_CHUNK_ELEMENTS // (n_pairs * k_len))
     for start in range(0, r, step):
-        rows = slice(start, start + step)
-        mask = row_mask[:, rows].expand(n_rows, -1, -1)[pair_row].float()  # [N, c, k]
-        hit_rows = hit[:, rows].expand(n_rows, -1, -1)[pair_row]  # [N, c, k]
-        weights = None if masking in WITHOUT_QK else ((q_sel[:, rows].float() @ keys_t) * scaling + mask).softmax(-1)
-        out[:, rows] = WEIGHTS[masking](weights, mask, hit_rows, factor) @ values
+        part = slice(start, start + step)
+        mask = row_mask[:, part].expand(n_rows, -1, -1)[pair_row].float()  # [N, c, k]
+        hit_rows = hit[:, part].expand(n_rows, -1, -1)[pair_row]  # [N, c, k]
+        weights = None if masking in WITHOUT_QK else ((q_sel[:, part].float() @ keys_t) * scaling + mask).softmax(-1)
+        out[:, part] = WEIGHTS[masking](weights, mask, hit_rows, factor) @ values
     return out
 
 
@@ -672,7 +672,7 @@ def _attend(q_sel, k_sel, v_sel, row_mask, pair_row, n_rows: int, scaling) -> to
 
 
 def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) -> None:
-    """A [B, T] bool selection (or "all" for rows) must pick something in every batch row that needs it."""
+    """A [B, T] bool selection (or "all" for query rows) must pick something in every batch row that needs it."""
     if isinstance(selection, str):
         if selection != "all":
             raise ValueError(f"{name}={selection!r}: use a [batch, positions] bool tensor or 'all'")
@@ -709,7 +709,7 @@ def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> to
         _check_selection("Intervention.keys", spec.keys, batch, carries)
         if isinstance(spec.keys, str):
             raise ValueError("Intervention.keys must be a bool tensor [batch, positions], not a string")
-    _check_selection("Intervention.rows", spec.rows, batch, carries)
+    _check_selection("Intervention.query_rows", spec.query_rows, batch, carries)
     bias = _per_row(spec.bias, batch)
     if bias is None or torch.isnan(bias).any() or (bias == float("inf")).any():
         raise ValueError(
@@ -739,17 +739,17 @@ def _check_read(spec: Read) -> int:
     if not spec.groups:
         raise ValueError("Read.groups is empty: name at least one key group, e.g. {'image': image_keys}")
     sizes = {g.shape[0] for g in spec.groups.values() if isinstance(g, torch.Tensor)}
-    if not isinstance(spec.rows, str):
-        sizes.add(spec.rows.shape[0] if isinstance(spec.rows, torch.Tensor) else -1)
+    if not isinstance(spec.query_rows, str):
+        sizes.add(spec.query_rows.shape[0] if isinstance(spec.query_rows, torch.Tensor) else -1)
     if len(sizes) != 1:
-        raise ValueError(f"Read rows and groups disagree on the batch size: {sorted(sizes)}")
+        raise ValueError(f"Read query_rows and groups disagree on the batch size: {sorted(sizes)}")
     batch = sizes.pop()
     everyone = torch.ones(batch, dtype=torch.bool)
     for name, group in spec.groups.items():
         if isinstance(group, str):
             raise ValueError(f"key group {name!r} must be a bool tensor [batch, positions]")
         _check_selection(f"key group {name!r}", group, batch, everyone)
-    _check_selection("Read.rows", spec.rows, batch, everyone)
+    _check_selection("Read.query_rows", spec.query_rows, batch, everyone)
     return batch
 
 
@@ -869,9 +869,12 @@ def _check_widths(state: _State, shortest: int, longest: int | None) -> None:
     token never runs). A mask of another width would select positions off by the difference."""
     named = []
     if state.read is not None:
-        named += [("Read.rows", state.read.rows), *((f"key group {g!r}", m) for g, m in state.read.groups.items())]
+        named += [
+            ("Read.query_rows", state.read.query_rows),
+            *((f"key group {g!r}", m) for g, m in state.read.groups.items()),
+        ]
     if state.intervene is not None:
-        named += [("Intervention.rows", state.intervene.rows)]
+        named += [("Intervention.query_rows", state.intervene.query_rows)]
         named += [("Intervention.keys", state.intervene.keys)] if state.intervene.masking in KEYED else []
     for name, selection in named:
         if not isinstance(selection, torch.Tensor):

@@ -55,14 +55,18 @@ def copy_digests(loaded, item: dict, spec, logits_to_keep: int) -> np.ndarray:
         value = item[name]
         if isinstance(value, torch.Tensor):
             shared.update(name.encode() + _bytes(value))
-    shared.update(f"{spec.masking}|{logits_to_keep}|{spec.rows if isinstance(spec.rows, str) else ''}".encode())
+    shared.update(
+        f"{spec.masking}|{logits_to_keep}|{spec.query_rows if isinstance(spec.query_rows, str) else ''}".encode()
+    )
     return _row_digests(shared, _intervention_rows(spec, n))
 
 
 def _intervention_rows(spec, n: int) -> list[np.ndarray]:
     """What batch row i of an Intervention alone decides: its heads, keys and rows (where tensors), bias and factor,
     each [n, bytes] uint8."""
-    rows = [_rows_of(value, n) for value in (spec.heads, spec.keys, spec.rows) if isinstance(value, torch.Tensor)]
+    rows = [
+        _rows_of(value, n) for value in (spec.heads, spec.keys, spec.query_rows) if isinstance(value, torch.Tensor)
+    ]
     return rows + [_rows_of(torch.as_tensor(value, dtype=torch.float32), n) for value in (spec.bias, spec.factor)]
 
 
@@ -157,19 +161,19 @@ def probe_digests(loaded, tokens: torch.Tensor, start: int, read, intervene) -> 
     spec = f"probe|{start}"
     if read is not None:
         per_row += [_rows_of(read.groups[name], batch) for name in sorted(read.groups)]
-        per_row += [_rows_of(read.rows, batch)] if isinstance(read.rows, torch.Tensor) else []
-        spec += f"|read {read.per_row} {sorted(read.groups)} {_named(read.rows)}"
+        per_row += [_rows_of(read.query_rows, batch)] if isinstance(read.query_rows, torch.Tensor) else []
+        spec += f"|read {read.per_row} {sorted(read.groups)} {_named(read.query_rows)}"
     if intervene is not None:
         per_row += _intervention_rows(intervene, batch)
-        spec += f"|intervene {intervene.masking} {_named(intervene.rows)}"
+        spec += f"|intervene {intervene.masking} {_named(intervene.query_rows)}"
     shared = hashlib.blake2b(_model(loaded)[0], digest_size=16)
     shared.update(spec.encode())
     return _row_digests(shared, per_row)
 
 
-def _named(rows) -> str:
-    """A row selection's name ("all") or "" for a tensor (hashed per row)."""
-    return rows if isinstance(rows, str) else ""
+def _named(query_rows) -> str:
+    """A query-row selection's name ("all") or "" for a tensor (hashed per row)."""
+    return query_rows if isinstance(query_rows, str) else ""
 
 
 def call_flops(loaded, heads: torch.Tensor, length: int, start: int, logits_to_keep: int, per_forward: int) -> float:
@@ -190,16 +194,16 @@ def call_flops(loaded, heads: torch.Tensor, length: int, start: int, logits_to_k
     return n_copies * ((shape["layers"] - first) * per_layer) + forwards * first * per_layer + n * head
 
 
-def head_flops(shape: dict, rows: int) -> float:
-    """Matmul FLOPs of the output head at `rows` rows."""
-    return 2 * shape["hidden"] * shape["vocab"] * rows
+def head_flops(shape: dict, n_rows: int) -> float:
+    """Matmul FLOPs of the output head at `n_rows` rows."""
+    return 2 * shape["hidden"] * shape["vocab"] * n_rows
 
 
-def layer_flops(shape: dict, rows: int, keys: int) -> float:
-    """Matmul FLOPs of one decoder layer on `rows` query rows attending over `keys` keys: the q, k, v and output
-    projections, the scores and the weighted values, and the gated MLP (three [D, F] matmuls)."""
+def layer_flops(shape: dict, n_rows: int, n_keys: int) -> float:
+    """Matmul FLOPs of one decoder layer on `n_rows` query rows attending over `n_keys` keys: the q, k, v and
+    output projections, the scores and the weighted values, and the gated MLP (three [D, F] matmuls)."""
     d, q, kv, f = shape["hidden"], shape["q"], shape["kv"], shape["mlp"]
-    return 2 * rows * d * (q + 2 * kv) + 2 * rows * q * d + 2 * 2 * rows * keys * q + 2 * rows * 3 * d * f
+    return 2 * n_rows * d * (q + 2 * kv) + 2 * n_rows * q * d + 2 * 2 * n_rows * n_keys * q + 2 * n_rows * 3 * d * f
 
 
 def text_shape(config, vocab: int) -> dict:

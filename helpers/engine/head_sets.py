@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from helpers.engine import attention, copy_ledger
-from helpers.engine.attention import Intervention, Rows, _prepare_intervention, _probe
+from helpers.engine.attention import Intervention, QueryRows, _prepare_intervention, _probe
 from helpers.engine.inputs import Batch
 from helpers.engine.item import Item
 from helpers.engine.kept_rows import last_layer_at_kept_rows
@@ -75,7 +75,7 @@ def run_head_sets(
     heads: torch.Tensor | np.ndarray,
     keys: torch.Tensor | None,
     bias: float | torch.Tensor,
-    rows: Rows = "all",
+    query_rows: QueryRows = "all",
     logits_to_keep: int = 0,
     max_tokens: int = COPY_TOKENS,
     masking: str = "hide",
@@ -86,8 +86,8 @@ def run_head_sets(
     ``item``: an Item (built with the model's processor), a Batch of one item (build_batch; pass it again to reuse
     what an earlier call remembered) or a one-item processor output (batch 1, T positions), each checked against the
     family's input layout before any forward (Adapter.check_inputs). ``heads``: bool [n, L, H] (stack_head_sets,
-    or an array such as measures.controls.with_controls gives). ``keys`` and ``rows``: [1, T] (the same for every
-    set) or [n, T], on any device; ``rows`` may be "all". ``bias``: a
+    or an array such as measures.controls.with_controls gives). ``keys`` and ``query_rows``: [1, T] (the same for
+    every set) or [n, T], on any device; ``query_rows`` may be "all". ``bias``: a
     float, HIDE or an [n] tensor, as in Intervention. ``logits_to_keep``: as in transformers (1: the output
     head runs only at the last position, logits [n, 1, V]; 0: every position). ``max_tokens``: copies x T
     per forward; more copies run in several forwards that reuse the first one's vision-tower output.
@@ -112,9 +112,9 @@ def run_head_sets(
     n = heads.shape[0]
     check_masking(masking)
     keys = _per_copy("keys", keys, n, length, device) if masking in KEYED else None  # the others act on every key
-    rows = rows if isinstance(rows, str) else _per_copy("rows", rows, n, length, device)
+    query_rows = query_rows if isinstance(query_rows, str) else _per_copy("query_rows", query_rows, n, length, device)
     bias, factor = _floats("bias", bias, n), _floats("factor", factor, n)
-    spec = Intervention(heads=heads, keys=keys, bias=bias, rows=rows, masking=masking, factor=factor)
+    spec = Intervention(heads=heads, keys=keys, bias=bias, query_rows=query_rows, masking=masking, factor=factor)
     _prepare_intervention(spec, len(loaded.adapter.candidate_layers), loaded.adapter.n_heads)  # before any forward
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
@@ -146,15 +146,15 @@ def _unchanged_prefix(adapter, item: dict, spec: Intervention, logits_to_keep: i
     padded = "attention_mask" in item and not bool(item["attention_mask"].all())
     if logits_to_keep < 1 or padded or not _continues_rows(adapter):
         return 0
-    rows = spec.rows
+    query_rows = spec.query_rows  # [n, T] or "all"
     start = 0
     if spec.masking in KEYED:
         selected = spec.keys.any(0).nonzero().flatten()  # [s] keys some copy changes
         if selected.numel() == 0:
             return 0
         start = int(selected[0])
-    if not isinstance(rows, str):
-        chosen = rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
+    if not isinstance(query_rows, str):
+        chosen = query_rows.any(0).nonzero().flatten()  # [r] rows some copy intervenes at
         if chosen.numel() == 0 or int(chosen[-1]) < start:
             return 0
         start = max(start, int(chosen[0]))
@@ -200,15 +200,16 @@ def _forwards(loaded, item: dict, spec: Intervention, logits_to_keep: int, parts
     n = spec.heads.shape[0]
     if len(parts) == 1:
         return _one_forward(loaded, item, spec, logits_to_keep, offset)
-    per_copy = ("heads", "keys", "bias", "rows", "factor")  # the fields that may hold one value per copy
+    per_copy = ("heads", "keys", "bias", "query_rows", "factor")  # the fields that may hold one value per copy
     shares = [replace(spec, **{name: _copies(getattr(spec, name), s, n) for name in per_copy}) for s in parts]
     return torch.cat([_one_forward(loaded, item, share, logits_to_keep, offset) for share in shares])
 
 
 def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, offset: int = 0) -> torch.Tensor:
-    """run_head_sets' copies [n] in one forward; keys and rows [n, T] (or rows "all", keys None). ``offset``: the
-    first position ``item`` holds (_from_prefix: the item's rows [offset, T), keys and rows still over [0, T))."""
-    heads, keys, rows = spec.heads, spec.keys, spec.rows
+    """run_head_sets' copies [n] in one forward; keys and query_rows [n, T] (or query_rows "all", keys None).
+    ``offset``: the first position ``item`` holds (_from_prefix: the item's rows [offset, T), keys and query_rows
+    still over [0, T))."""
+    heads, keys, query_rows = spec.heads, spec.keys, spec.query_rows
     n = heads.shape[0]
     adapter = loaded.adapter
     used = heads.any(0).any(-1).nonzero().flatten()  # candidate layers holding a head
@@ -232,13 +233,13 @@ def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, of
     # builds their biased mask once and broadcasts it
     same_item = (
         (keys is None or _one_for_all(keys))
-        and (isinstance(rows, str) or _one_for_all(rows))
+        and (isinstance(query_rows, str) or _one_for_all(query_rows))
         and _uniform(spec.bias)
         and _uniform(spec.factor)
     )
     # the last layer at the kept rows only, unless a copy intervenes there at rows that are not kept: that would
     # change no kept logit, and the probe's guard says so
-    last_rows = logits_to_keep if _kept_rows_carry(heads, rows, logits_to_keep) else 0
+    last_rows = logits_to_keep if _kept_rows_carry(heads, query_rows, logits_to_keep) else 0
     try:
         with (
             _probe(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset),
@@ -249,9 +250,9 @@ def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, of
         hook.remove()
 
 
-def _kept_rows_carry(heads: torch.Tensor, rows, keep: int) -> bool:
+def _kept_rows_carry(heads: torch.Tensor, query_rows, keep: int) -> bool:
     """True when no copy intervenes at the last candidate layer or every copy's kept rows are chosen rows."""
-    return keep >= 1 and (isinstance(rows, str) or not heads[:, -1].any() or bool(rows[:, -keep:].all()))
+    return keep >= 1 and (isinstance(query_rows, str) or not heads[:, -1].any() or bool(query_rows[:, -keep:].all()))
 
 
 def _copies(value, part: slice, n: int):

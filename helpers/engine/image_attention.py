@@ -23,7 +23,7 @@ def image_mass(loaded, items: Item | Batch, row_group: str = "last") -> torch.Te
     device = loaded.model.device
     selected = row_selection(batch, row_group)
     read = Read(
-        rows=selected if isinstance(selected, str) else selected.to(device),
+        query_rows=selected if isinstance(selected, str) else selected.to(device),
         groups={"image": batch.image_mask.to(device)},
     )
     with probe(loaded, read=read) as recording:

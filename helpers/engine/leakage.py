@@ -25,10 +25,15 @@ class Leak:
 
 @torch.no_grad()
 def leak(
-    lm, item: dict, heads: torch.Tensor, masking: str = "leaky_uniform", rows: torch.Tensor | str = "all", factor=0.0
+    lm,
+    item: dict,
+    heads: torch.Tensor,
+    masking: str = "leaky_uniform",
+    query_rows: torch.Tensor | str = "all",
+    factor=0.0,
 ) -> Leak:
     """The Leak of one item (a one-item processor output without pads, on the model's device) with the head-set
-    ``heads`` [L, H] masked by ``masking`` at ``rows`` ([1, T] bool or "all"); the keyed maskings (hide, rescale)
+    ``heads`` [L, H] masked by ``masking`` at ``query_rows`` ([1, T] bool or "all"); the keyed maskings (hide, rescale)
     act on the image tokens, rescale by ``factor``.
 
     ``future_mass`` follows from the masking's definition (the tests check the engine against an eager oracle):
@@ -37,14 +42,18 @@ def leak(
     if not image.any():
         raise ValueError("leak needs an item with an image: it measures the rows before the first image token")
     first = int(image[0].nonzero()[0])
-    spec = Intervention(heads=heads[None], keys=image, bias=HIDE, rows=rows, masking=masking, factor=factor)
+    spec = Intervention(
+        heads=heads[None], keys=image, bias=HIDE, query_rows=query_rows, masking=masking, factor=factor
+    )
     negated = dict(item, pixel_values=-item["pixel_values"])  # another image, the same tokens and positions
     clean = lm.model(**item, output_hidden_states=True)  # every forward alike: a forward without hidden states
     with probe(lm, intervene=spec):  # may round its logits differently (a 1e-7 change)
         masked = lm.model(**item, output_hidden_states=True)
         other = lm.model(**negated, output_hidden_states=True).logits
     length = item["input_ids"].shape[1]
-    chosen = torch.ones(length, dtype=torch.bool) if isinstance(rows, str) else rows[0, :length].cpu()  # [T]
+    chosen = (
+        torch.ones(length, dtype=torch.bool) if isinstance(query_rows, str) else query_rows[0, :length].cpu()
+    )  # [T]
     later = (length - 1 - torch.arange(length))[chosen].float() / length  # [r] leaky_uniform's mass on later keys
     pairs = int(heads.sum()) * int(chosen.sum())
     future = float(later.sum()) * int(heads.sum()) if masking == "leaky_uniform" else 0.0

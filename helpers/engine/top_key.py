@@ -29,7 +29,7 @@ class AttentionRows:
     """The attention weights of chosen rows to chosen keys, for every candidate layer and head of one item."""
 
     weights: torch.Tensor  # [L, H, R, K] fp32
-    rows: torch.Tensor  # [R] absolute positions of the rows, ascending
+    row_positions: torch.Tensor  # [R] absolute positions of the rows, ascending
     keys: torch.Tensor  # [K] absolute positions of the keys, ascending
 
 
@@ -49,17 +49,17 @@ def _flat(selection: torch.Tensor, length: int, name: str) -> torch.Tensor:
 
 
 @torch.no_grad()
-def attention_rows(loaded, inputs: dict, rows: torch.Tensor, keys: torch.Tensor | None = None) -> AttentionRows:
-    """The attention weights [L, H, R, K] of the chosen ``rows`` to the chosen ``keys`` of one item.
+def attention_rows(loaded, inputs: dict, query_rows: torch.Tensor, keys: torch.Tensor | None = None) -> AttentionRows:
+    """The attention weights [L, H, R, K] of the chosen ``query_rows`` to the chosen ``keys`` of one item.
 
-    ``inputs``: a one-item processor output (batch 1, T positions). ``rows``: bool [T] (or [1, T]). ``keys``: bool
-    [T], or None for every real (non-pad) position up to the last chosen row. A chosen key after every chosen row is
-    refused (ValueError), as the probe refuses a key no row sees (a pad) and a row that sees no key."""
+    ``inputs``: a one-item processor output (batch 1, T positions). ``query_rows``: bool [T] (or [1, T]). ``keys``:
+    bool [T], or None for every real (non-pad) position up to the last chosen row. A chosen key after every chosen
+    row is refused (ValueError), as the probe refuses a key no row sees (a pad) and a row that sees no key."""
     input_ids = inputs["input_ids"]
     if input_ids.shape[0] != 1:
         raise ValueError(f"attention_rows takes one item (batch 1), got batch {input_ids.shape[0]}")
     length = input_ids.shape[1]
-    rows = _flat(rows, length, "rows")
+    rows = _flat(query_rows, length, "query_rows")  # [T]
     if keys is None:
         real = inputs.get("attention_mask", torch.ones_like(input_ids))[0].bool().cpu()
         keys = real & (torch.arange(length) <= int(rows.nonzero().max()))
@@ -77,11 +77,11 @@ def attention_rows(loaded, inputs: dict, rows: torch.Tensor, keys: torch.Tensor 
         one = torch.zeros(1, length, dtype=torch.bool)
         one[0, position] = True
         groups[f"key at position {position}"] = one.to(device)
-    read = Read(rows=rows[None].to(device), groups=groups, per_row=True)
+    read = Read(query_rows=rows[None].to(device), groups=groups, per_row=True)
     with probe(loaded, read=read) as rec:
         loaded.model(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
     weights = rec.mass_per_row[0].float()  # [L, H, R, K]
-    return AttentionRows(weights=weights, rows=rec.row_positions[0].clone(), keys=key_positions)
+    return AttentionRows(weights=weights, row_positions=rec.row_positions[0].clone(), keys=key_positions)
 
 
 def top_key_positions(att: AttentionRows) -> torch.Tensor:
@@ -89,8 +89,8 @@ def top_key_positions(att: AttentionRows) -> torch.Tensor:
     return att.keys[att.weights.argmax(-1)]
 
 
-def top_keys(loaded, inputs: dict, rows: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
+def top_keys(loaded, inputs: dict, query_rows: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
     """[L, H, R] long: each head's top-1 key position at each chosen row (rows ascending), among ``keys`` (None:
     every key the rows see). With a key group ``group`` bool [T], ``group[top_keys(...)]`` says whether the top-1
     key lies in it."""
-    return top_key_positions(attention_rows(loaded, inputs, rows, keys))
+    return top_key_positions(attention_rows(loaded, inputs, query_rows, keys))

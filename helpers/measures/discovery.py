@@ -55,7 +55,7 @@ def read_sources(lm: LoadedModel, batch: Batch, groups: dict[str, torch.Tensor])
     sources = source_rows(batch)
     rows = sources["last"] | sources["qsp"] | sources["out"]  # [B, T]
     device = lm.model.device
-    read = Read(rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
+    read = Read(query_rows=rows.to(device), groups={k: v.to(device) for k, v in groups.items()}, per_row=True)
     with probe(lm, read=read) as rec:
         lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
     positions = rec.row_positions.cpu()  # [B, R], -1 padded

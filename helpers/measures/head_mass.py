@@ -40,7 +40,7 @@ def item_masses(lm, items: list[Item], row_group: str = "prompt") -> dict[str, n
     device = lm.model.device
     selected = row_selection(batch, row_group)
     read = Read(
-        rows=selected if isinstance(selected, str) else selected.to(device),
+        query_rows=selected if isinstance(selected, str) else selected.to(device),
         groups={name: keys.to(device) for name, keys in key_groups(batch).items()},
     )
     with probe(lm, read=read) as rec:

@@ -39,7 +39,7 @@ def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: 
             stack = with_controls(head_set, controls[setting])
             values = ncs(evaluation.mask(stack, row_group=row_group, masking=masking))  # [N, 1 + R]
             leak_rows = last if row_group == "last" else "all"
-            measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking, rows=leak_rows)
+            measured = leak(evaluation.lm, inputs, torch.as_tensor(head_set), masking, query_rows=leak_rows)
             row = against_random(values[:, 0], values[:, 1:], distinct_columns(controls[setting]))
             rows.append(
                 {

@@ -8,13 +8,13 @@ import torch
 from helpers.engine.adapters.base import View
 
 
-def tile_views(width: float, height: float, rows: int, cols: int, tiles: list) -> list[View]:
-    """The views of an image stretched onto rows x cols tiles (row-major), each tile's (grid, positions) given."""
-    dx, dy = width / cols, height / rows  # a tile's share of the original image
+def tile_views(width: float, height: float, n_rows: int, n_cols: int, tiles: list) -> list[View]:
+    """The views of an image stretched onto n_rows x n_cols tiles (row-major), each tile's (grid, positions) given."""
+    dx, dy = width / n_cols, height / n_rows  # a tile's share of the original image
     return [
-        View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), *tiles[r * cols + c])
-        for r in range(rows)
-        for c in range(cols)
+        View(f"tile ({r}, {c})", (c * dx, r * dy, (c + 1) * dx, (r + 1) * dy), *tiles[r * n_cols + c])
+        for r in range(n_rows)
+        for c in range(n_cols)
     ]
 
 

@@ -74,7 +74,7 @@ def strip_panel_mass(lm, item: Item) -> np.ndarray:
         ).to(device)
         for name in names
     }
-    read = Read(rows=batch.last_prompt_mask.to(device), groups=groups)
+    read = Read(query_rows=batch.last_prompt_mask.to(device), groups=groups)
     with probe(lm, read=read) as rec:
         lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
     return rec.mass.float().cpu().numpy()  # [P, L, H, P]

@@ -86,7 +86,7 @@ def qr_item(lm, item: Item, null_query: str = NULL_QUERY) -> np.ndarray:
     order = image.cumsum(1)  # j-th image token of each row has order j + 1
     groups = {f"image token {j}": (image & (order == j + 1)).to(device) for j in range(int(counts[0]))}
     rows = torch.stack([query_rows(batch, 0), query_rows(batch, 1)])
-    with probe(lm, read=Read(rows=rows.to(device), groups=groups)) as rec:
+    with probe(lm, read=Read(query_rows=rows.to(device), groups=groups)) as rec:
         lm.model(**{k: v.to(device) for k, v in batch.inputs.items()})
     mass = rec.mass.double().cpu().numpy()  # [2, L, H, K]: mean over query rows
     calibrated = mass[0] - mass[1]

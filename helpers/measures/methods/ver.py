@@ -55,7 +55,7 @@ def ver_per_item(lm, items, items_per_forward: int = 16) -> np.ndarray:
                 "use items whose asked-about region is part of the image (strips, grids)"
             )
         read = Read(
-            rows=batch.last_prompt_mask.to(device),
+            query_rows=batch.last_prompt_mask.to(device),
             groups={"evidence": evidence.to(device), "image": batch.image_mask.to(device)},
         )
         with probe(lm, read=read) as rec:
