@@ -144,6 +144,7 @@ class _State:
     pairs: dict = field(default_factory=dict)  # layer -> _Pairs of the intervention's head-set there
     selections: dict = field(default_factory=dict)  # this forward step's _Selection and _ReadRows (_per_mask)
     copies: object | None = None  # a probe call's copies for an installed copy counter (not run_head_sets')
+    carriers: torch.Tensor | None = None  # [B, L] bool on the CPU: the batch rows with a head at each layer
 
 
 IN_GRAPH = "head_probe_in_graph"  # the keyword that carries in_graph_inputs through a compiled decoder layer
@@ -234,13 +235,24 @@ def _in_graph_intervention(state: _State, module, batch: int, attention_mask) ->
     if layer < state.shared_layers:  # run_head_sets: below every intervened layer, once for all copies
         return None, None
     _check_batch(state, batch)
-    q_len, k_len = attention_mask.shape[-2:]
-    query_pos = state.step_end - q_len + torch.arange(q_len, device=attention_mask.device)  # [q]
-    key_pos = state.step_end - k_len + torch.arange(k_len, device=attention_mask.device)  # [k]
-    found = _found(state, layer, attention_mask, query_pos, key_pos)
-    if found is None:
+    if state.carriers is None:
+        state.carriers = state.intervene.heads.any(-1).cpu()  # [B, L]
+    carries = state.carriers[:, layer]  # [B] the batch rows with a head here
+    if not carries.any():
         return None, None
-    return state.intervene.heads[:, layer, :, None, None], _addend(found[1])[:, None]
+    q_len, k_len = attention_mask.shape[-2:]
+
+    def positions():  # the absolute positions of the queries [q] and keys [k], as _apply finds them
+        arange = torch.arange(max(q_len, k_len), device=attention_mask.device)
+        return state.step_end - q_len + arange[:q_len], state.step_end - k_len + arange[:k_len]
+
+    selection = _per_mask(state, "intervene", attention_mask, lambda: _selection(state, attention_mask, *positions()))
+    # the selection holds one row serving every batch row (copies of one item) or every batch row
+    if (selection.emptied_rows & carries).any():
+        _found(state, layer, attention_mask, *positions())  # raises the guard's error
+    state.rows_hit |= carries & selection.rows_hit
+    state.keys_seen |= carries & selection.keys_seen
+    return state.intervene.heads[:, layer, :, None, None], _addend(selection)[:, None]
 
 
 def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value) -> torch.Tensor:
