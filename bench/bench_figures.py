@@ -57,6 +57,7 @@ from helpers.engine.interventions import letter_probs_under
 from helpers.engine.mcq import letter_probs
 from helpers.measures import steering
 from helpers.measures.controls import layer_matched_sets, with_controls
+from helpers.runner.floor import matmul_peak
 from helpers.runner.params import declared_parameters
 from helpers.runner.steps import STEPS
 from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items, strip_items
@@ -174,17 +175,15 @@ def prefix_rows(lm, repeats: int) -> dict:
 
 def matmul_floor(lm) -> dict:
     """fp32 matmul FLOPs of one copy of an NCS item through the decoder, the projections' (q, k, v, o and the
-    MLP) and the attention's (q k^T and the weights times v), and the seconds they take at the peak rate of a
-    [T*21, D] x [D, D'] matmul measured here."""
+    MLP) and the attention's (q k^T and the weights times v), and the seconds they take at the matmul peak of one
+    core measured here as a full run measures it (helpers.runner.floor.matmul_peak)."""
     config = lm.model.config.text_config
     tokens = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched")).inputs["input_ids"]
     T, D, F = tokens.shape[1], config.hidden_size, config.intermediate_size
     q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     projections = config.num_hidden_layers * (2 * T * D * (q + 2 * kv) + 2 * T * q * D + 2 * T * 3 * D * F)
     scores = config.num_hidden_layers * 2 * 2 * T * T * q
-    a, b = torch.randn(T * 21, D), torch.randn(D, F)
-    best = min(_interleaved({"matmul": lambda: [a @ b for _ in range(50)]}, 5).values()) / 50
-    peak = 2 * a.shape[0] * D * F / best
+    peak = matmul_peak()  # the runner's peak, so the call's ratio reads like the run's (run.json's floor)
     return {
         "tokens": T,
         "flops_per_copy": projections + scores,
