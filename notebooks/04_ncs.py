@@ -49,15 +49,15 @@ import pandas as pd
 
 from helpers import sizes
 from helpers.figures.causal import plot_against_random, plot_causal_example, plot_grid_contrast
-from helpers.measures.controls import per_layer_controls, with_controls
+from helpers.measures.controls import against_controls, per_layer_controls, with_controls
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.stats import bootstrap_interval, holm, paired_t
 from helpers.measures.steering import cers
 from helpers.measures.verdicts import with_readings
 from helpers.runner import params, report
 from helpers.stimuli.design import QUERIES, SETTINGS, parse_setting
-from helpers.studies import claims, controls, findings
-from helpers.studies.against_controls import against_controls
+from helpers.studies import claims, findings
+from helpers.studies.controls import tables
 from helpers.studies.example_item import causal_example, grid_contrast
 from helpers.studies.experiment import Experiment
 from helpers.studies.region_contrast import (
@@ -176,9 +176,9 @@ print(claims.sentences(P.out_dir, ("necessity follows the source",)))
 row_settings = ("co-ref-qsp", "co-ord-qsp", "co-ref-last", "co-ord-last")
 R5 = sizes.n_random(P, "table05")
 per_layer = exp.head_sets("_per_layer")
-flat = controls.row_groups_table(exp, R5, row_settings, ("all", "prompt", "last"), selections=("flat",))
+flat = tables.row_groups_table(exp, R5, row_settings, ("all", "prompt", "last"), selections=("flat",))
 table5 = []
-for s, row in controls.row_group_columns(flat).items():
+for s, row in tables.row_group_columns(flat).items():
     sets = with_controls(per_layer[s], per_layer_controls(per_layer[s], s, R5, P.seed))
     necessity, steering = against_controls(ncs(exp.mask(sets))), against_controls(cers(exp.steer(sets)))
     row |= {"per layer heads": int(per_layer[s].sum()), "per layer NCS": necessity["S"]}

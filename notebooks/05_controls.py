@@ -63,10 +63,11 @@ from helpers.runner import params, report
 from helpers.runner.steps import MASKED_SETTINGS
 from helpers.storage import paths
 from helpers.storage.headsets import load_score_maps
-from helpers.studies import claims, controls, findings
-from helpers.studies.control_scheme_runs import control_scheme_table
+from helpers.studies import claims, findings
+from helpers.studies.controls import tables
+from helpers.studies.controls.masking import masking_rows, masking_sentence, masking_table
+from helpers.studies.controls.schemes import control_scheme_table
 from helpers.studies.experiment import Experiment
-from helpers.studies.masking_comparison import masking_rows, masking_sentence, masking_table
 
 P = params.gather(globals(), "05_controls")
 exp = Experiment(P)  # the same layer-matched draws as notebooks 03 and 04
@@ -87,7 +88,7 @@ print(
 # at the image", it would vanish against B. R sets of each kind (R = 20 in both profiles; its column).
 
 # %%
-table9 = controls.rank_p_table(exp, grid_mass["image"], single_mass["image"], sizes.n_random(P, "table09"))
+table9 = tables.rank_p_table(exp, grid_mass["image"], single_mass["image"], sizes.n_random(P, "table09"))
 table9 = report.table(table9, "table09_rank_p", P.out_dir, "table09_rank_p")
 print(findings.rank_p_sentence(table9))
 
@@ -104,7 +105,7 @@ print(findings.rank_p_sentence(table9))
 # %%
 table3_ncs = pd.read_csv(P.out_dir / "table03_ncs.csv").set_index("setting")
 paper10 = report.reference("table10_large_r")
-table10 = controls.large_r_table(exp, sizes.n_random(P, "table10"), table3_ncs, paper10)
+table10 = tables.large_r_table(exp, sizes.n_random(P, "table10"), table3_ncs, paper10)
 table10 = report.table(table10, "table10_large_r", P.out_dir, float_format="%.4f", digits=4)
 
 # %% [markdown]
@@ -130,7 +131,7 @@ print(findings.generic_damage_sentence(table12))
 # each against R layer-matched random sets (its column), S with a 95% t-interval over items.
 
 # %%
-table13 = controls.row_groups_table(exp, sizes.n_random(P, "table13"))
+table13 = tables.row_groups_table(exp, sizes.n_random(P, "table13"))
 table13 = table13.rename(columns={"row group": "rows"})  # the column's name in the paper's reference table
 table13 = report.table(table13, "table13_ncs_rows", P.out_dir, "table13_ncs_rows", on=["setting", "selection", "rows"])
 print(findings.ncs_rows_groups_sentence(table13))
@@ -147,7 +148,7 @@ print(findings.ncs_rows_groups_sentence(table13))
 score_maps = load_score_maps(P.data_dir / "discovery_scores.csv", ["cm-ref-qsp", "co-ref-qsp"], n_layers, n_heads)
 paper14 = report.reference("table14_ncs_vs_k").rename(columns={"k_share": "k share"})
 R14, R14_paper_k = sizes.n_random(P, "table14"), sizes.n_random(P, "table14_k100")
-table14 = controls.ncs_vs_k_table(exp, score_maps, P.ks, R14, R14_paper_k, paper14)
+table14 = tables.ncs_vs_k_table(exp, score_maps, P.ks, R14, R14_paper_k, paper14)
 table14 = report.table(table14, "table14_ncs_vs_k", P.out_dir)
 fig = plot_ncs_vs_k(table14.drop_duplicates(["setting", "k"]))
 report.figure(fig, "table14_ncs_vs_k", P.out_dir)
@@ -155,7 +156,7 @@ print(findings.ncs_vs_k_sentence(table14))
 
 # %% [markdown]
 # ## Table 15: shared heads against setting-specific heads
-# For two settings that differ in one factor (helpers.studies.controls.SHARED_HEAD_PAIRS), the heads both sets
+# For two settings that differ in one factor (helpers.studies.controls.tables.SHARED_HEAD_PAIRS), the heads both sets
 # hold and the heads only one holds, each against R layer-matched random sets of its own size: the excess of its
 # NCS over the random sets' mean, its p as the paper's caption gives it (a paired one-sided t-test over items of the
 # part's NCS against the random sets' mean NCS) and its rank p among them (`rank p`, the rank p of every other
@@ -166,7 +167,7 @@ print(findings.ncs_vs_k_sentence(table14))
 # layers a part's controls borrow from where a layer has too few such heads left).
 
 # %%
-table15 = controls.shared_heads_table(exp, sizes.n_random(P, "table15"))
+table15 = tables.shared_heads_table(exp, sizes.n_random(P, "table15"))
 table15 = report.table(table15, "table15_shared_heads", P.out_dir, "table15_shared_heads", on=["a", "b"])
 print(findings.shared_heads_sentence(table15))
 
@@ -177,7 +178,7 @@ print(findings.shared_heads_sentence(table15))
 # statistic and the set's CERS (notebook 03's runs, read from the cache), over R sets (its column).
 
 # %%
-table17, points = controls.mass_cers_table(exp, grid_mass["image"], sizes.n_random(P, "table17"))
+table17, points = tables.mass_cers_table(exp, grid_mass["image"], sizes.n_random(P, "table17"))
 table17 = report.table(table17, "table17_mass_cers", P.out_dir, "table17_mass_cers")
 report.figure(plot_mass_vs_cers(points), "table17_mass_cers", P.out_dir)
 print(findings.mass_cers_sentence(table17))
@@ -217,7 +218,7 @@ print("wrote", paths.shown(claims.write_results(P.out_dir, claims_table, exp.des
 # the unseeded seeds by the same rule on each seed's own set(s) (`R per seed`). Rank p's are over the DISTINCT
 # random sets (`distinct`): a bottom5 pool smaller than k gives every draw the whole pool (`heads` < k), as
 # gaze-heads does, so its R draws are one set and its rank p cannot go below 1 / 2.
-# The report card's `controls` line (notebook 07) runs the same computation (helpers/studies/control_scheme_runs.py).
+# The report card's `controls` line (notebook 07) runs the same computation (helpers/studies/controls/schemes.py).
 
 # %%
 all_scores = load_score_maps(P.data_dir / "discovery_scores.csv", list(discovered), n_layers, n_heads)
@@ -232,7 +233,7 @@ print(scheme_sentence)
 # %% [markdown]
 # ## The field's masking implementations: does the way a head is masked change the verdict?
 # The paper masks a head by adding −inf to its attention logits on the image's keys (`hide`). Published
-# code masks differently (helpers/engine/masking.py re-implements each; helpers/studies/masking_comparison.py
+# code masks differently (helpers/engine/masking.py re-implements each; helpers/studies/controls/masking.py
 # MASKING_VARIANTS credits each to the code and the rows it uses): zeroing the head's queries, so its attention spreads
 # uniformly over every key the causal mask leaves, at every row as SparseMM does (`query_zero (every row)`) and
 # only at the last prompt row and the generated rows as Retrieval_Head does (`query_zero (last row)`: the MCQ

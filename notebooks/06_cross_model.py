@@ -77,11 +77,11 @@ from helpers.runner import params, report
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.stimuli.pointing_convert import converted_task
 from helpers.storage.cache import ResultCache
-from helpers.studies import cross_model_tables as tables
 from helpers.studies import findings
-from helpers.studies.cross_model import AUDIT
-from helpers.studies.cross_model_run import model_run
-from helpers.studies.resolution import summary_sentence
+from helpers.studies.cross_model import tables
+from helpers.studies.cross_model.model_run import model_run
+from helpers.studies.cross_model.resolution import summary_sentence
+from helpers.studies.cross_model.runs import AUDIT
 
 P = params.gather(globals(), "06_cross_model")
 cache = ResultCache(P.cache_dir)

@@ -66,8 +66,10 @@ from helpers.measures.verdicts import holm_random_sets
 from helpers.runner import params, report
 from helpers.stimuli.design import k_for
 from helpers.storage.cache import ResultCache
-from helpers.studies import findings, method_validation, methods
+from helpers.studies import findings
 from helpers.studies.evaluation import Evaluation
+from helpers.studies.methods import comparison
+from helpers.studies.methods.validation import damage_tables, validation_stats, validation_table
 
 P = params.gather(globals(), "08_methods")
 lm = load_model(P.model, device=P.device, dtype=P.dtype)
@@ -81,7 +83,7 @@ print(f"{n_heads} heads, top-{k_top}; {P.n_items} strips per method, interleaved
 # ## What each method reads, and how its authors selected and validated heads
 
 # %%
-facts = report.table(methods.facts_table(), "methods_facts", P.out_dir)
+facts = report.table(comparison.facts_table(), "methods_facts", P.out_dir)
 
 # %% [markdown]
 # ## Every method's score on the same strips
@@ -90,7 +92,7 @@ facts = report.table(methods.facts_table(), "methods_facts", P.out_dir)
 # the model or the strips is refused with its reason (FACTS' `needs`) and left out of the tables below.
 
 # %%
-runs, scores, seconds, refused = methods.method_scores(lm, P.n_items, P.seed, cache)
+runs, scores, seconds, refused = comparison.method_scores(lm, P.n_items, P.seed, cache)
 for name, reason in refused.items():
     print(f"{name} refused: {reason}")
 report.figure(plot_method_score_maps(scores), "methods_score_maps", P.out_dir)
@@ -114,14 +116,14 @@ item_scores = all_setting_scores(
 setting_scores = {s: v.mean(0) for s, v in item_scores.items()}
 sets = {name: top_k(score, k_top) for name, score in scores.items()}
 columns = {**sets, **{s: top_k(v, k_top) for s, v in setting_scores.items()}}
-halves = methods.half_scores(runs, item_scores, P.n_items, P.n_strips, P.n_splits, P.seed)
-ceilings = methods.ceilings_table(halves, list(sets), P.n_items, P.n_strips, k_top)
+halves = comparison.half_scores(runs, item_scores, P.n_items, P.n_strips, P.n_splits, P.seed)
+ceilings = comparison.ceilings_table(halves, list(sets), P.n_items, P.n_strips, k_top)
 ceilings = report.table(ceilings, "methods_ceilings", P.out_dir, on="column")
-matrix = methods.overlap_table(sets, columns, ceilings)
+matrix = comparison.overlap_table(sets, columns, ceilings)
 report.figure(plot_method_overlap(matrix, k_top), "methods_overlap", P.out_dir)
 matrix = report.table(matrix.reset_index(names="method"), "methods_overlap", P.out_dir, float_format="%.1f")
-across_halves = methods.across_halves_table(halves, list(sets), list(columns), k_top)
-ceiling_of = ceilings.set_index("column")[methods.CEILING]
+across_halves = comparison.across_halves_table(halves, list(sets), list(columns), k_top)
+ceiling_of = ceilings.set_index("column")[comparison.CEILING]
 print(findings.methods_ceiling_sentence(across_halves, ceiling_of, k_top))
 
 # %% [markdown]
@@ -130,7 +132,7 @@ print(findings.methods_ceiling_sentence(across_halves, ceiling_of, k_top))
 # output is zeroed; attribution patching is the first-order estimate of that drop.
 
 # %%
-agreement = methods.ablation_agreement_table(scores, setting_scores, columns, k_top, seconds)
+agreement = comparison.ablation_agreement_table(scores, setting_scores, columns, k_top, seconds)
 agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on="score")
 
 # %% [markdown]
@@ -151,7 +153,7 @@ agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on=
 
 # %%
 R, R_any = sizes.n_random(P, "methods"), sizes.n_random(P, "methods_any_layer")
-stats = method_validation.validation_stats(evaluation, sets, k_top, R, R_any, P.seed)
+stats = validation_stats(evaluation, sets, k_top, R, R_any, P.seed)
 spill = spill_notes(sets)
 if spill:
     print(f"layer-matched sets borrow from the nearest layers (a layer holds more of S than of the rest): {spill}")
@@ -169,7 +171,7 @@ print(findings.holm_reach_sentence(stats, {"layer-matched": R, "any-layer": R_an
 # generic-damage set's NCS by at least the minimum effect.
 
 # %%
-damage, damage_rows = method_validation.damage_tables(evaluation, sets, stats)
+damage, damage_rows = damage_tables(evaluation, sets, stats)
 damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method", "damage set"])
 
 # %% [markdown]
@@ -181,9 +183,7 @@ damage = report.table(damage, "methods_generic_damage", P.out_dir, on=["method",
 
 # %%
 reference = top_k(setting_scores["co-ref-qsp"], k_top)
-validation = method_validation.validation_table(
-    sets, k_top, reference, ceiling_of, stats, damage_rows, refused, R, R_any
-)
+validation = validation_table(sets, k_top, reference, ceiling_of, stats, damage_rows, refused, R, R_any)
 validation = report.table(validation, "methods_validation", P.out_dir, on="method")
 print(findings.methods_validation_sentence(validation))
 print(findings.methods_damage_sentence(validation))

@@ -13,7 +13,7 @@ from helpers.measures.methods import cached as methods
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.storage.cache import ResultCache, cache_key
 from helpers.storage.code_hash import _decides_results, _project_imports, code_version, project_root
-from helpers.studies import pointing_runs
+from helpers.studies.cross_model import pointing
 
 
 def test_key_ignores_dict_order_and_separates_values():
@@ -90,9 +90,9 @@ CACHED_COMPUTATIONS = {
     "steering": lambda lm, cache: steering.steering_run(lm, "co", 4, 0, HEAD_SETS, 1.0, "all", cache),
     "discovery": lambda lm, cache: discovery.discover(lm, "co", "ord", 4, 0, cache),
     "head_mass": lambda lm, cache: head_mass.mass_run(lm, "co", "grid", 4, 0, "prompt", cache),
-    "pointing_audit": lambda lm, cache: pointing_runs.task_audit_run(lm, TASK, 4, 0, cache),
-    "pointing_steering": lambda lm, cache: pointing_runs.task_steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
-    "pointing_necessity": lambda lm, cache: pointing_runs.task_necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
+    "pointing_audit": lambda lm, cache: pointing.task_audit_run(lm, TASK, 4, 0, cache),
+    "pointing_steering": lambda lm, cache: pointing.task_steering_run(lm, TASK, 4, 0, HEAD_SETS, 1.0, cache),
+    "pointing_necessity": lambda lm, cache: pointing.task_necessity_run(lm, TASK, 4, 0, HEAD_SETS, cache),
     "methods": lambda lm, cache: methods.method_run(lm, "retrieval", 4, 0, cache),
 }
 

@@ -275,7 +275,7 @@ class _Masking:
 def test_notebook_05_and_the_card_judge_a_scheme_by_the_one_computation():
     from types import SimpleNamespace
 
-    from helpers.studies.control_scheme_runs import control_scheme_table, scheme_run
+    from helpers.studies.controls.schemes import control_scheme_table, scheme_run
     from helpers.studies.protocol.card import Protocol
     from helpers.studies.protocol.head_sets import HeadSet
 

@@ -9,11 +9,17 @@ from scipy import stats as scipy_stats
 
 from helpers.measures import streams
 from helpers.measures.control_schemes import distinct_columns
-from helpers.measures.controls import any_layer_sets, layer_matched_count, layer_matched_sets, layer_quota, spill_note
+from helpers.measures.controls import (
+    against_controls,
+    any_layer_sets,
+    layer_matched_count,
+    layer_matched_sets,
+    layer_quota,
+    spill_note,
+)
 from helpers.measures.stats import rank_p
 from helpers.storage import paths
-from helpers.studies import controls as study_controls
-from helpers.studies.against_controls import against_controls
+from helpers.studies.controls import tables as study_controls
 
 
 def _head_set():

@@ -8,7 +8,7 @@ import pytest
 
 from helpers.runner import params
 from helpers.storage import paths
-from helpers.studies.cross_model import AUDIT, NATIVE, audit_row, card_targets, overlap_rows, ranges
+from helpers.studies.cross_model.runs import AUDIT, NATIVE, audit_row, card_targets, overlap_rows, ranges
 
 
 def test_audit_flags_each_baseline_outside_its_range_and_a_toy_that_misses_card_targets():
@@ -68,7 +68,7 @@ def test_sweeps_are_the_top_k_sets_masked_and_the_top_set_steered_at_each_beta(t
     from helpers.measures.overlap import top_k
     from helpers.measures.steering import cers
     from helpers.storage.cache import ResultCache
-    from helpers.studies.cross_model import sweeps
+    from helpers.studies.cross_model.runs import sweeps
     from helpers.studies.evaluation import Evaluation
 
     evaluation = Evaluation(load_model("toy"), "co", 2, 0, ResultCache(tmp_path))

@@ -52,7 +52,8 @@ from helpers.runner import params
 from helpers.stimuli.prepared import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
-from helpers.studies import findings, method_validation
+from helpers.studies import findings
+from helpers.studies.methods import validation
 
 # ------------------------------------------------------------------------------------------------ known cases
 
@@ -337,12 +338,12 @@ def test_validation_stats_rank_over_distinct_sets_and_adjust_within_each_holm_fa
         values[:, 0] += 0.2
         return values
 
-    monkeypatch.setattr(method_validation, "per_item", per_item)
+    monkeypatch.setattr(validation, "per_item", per_item)
     evaluation = SimpleNamespace(lm=SimpleNamespace(adapter=SimpleNamespace(candidate_layers=range(2), n_heads=8)))
     head_set = np.zeros((2, 8), dtype=bool)
     head_set[1, :6] = True  # spills 4 heads into layer 0: C(8, 4) = 70 distinct layer-matched sets
     sets = {"gaze": head_set, "ver": head_set, "ablation": head_set}
-    stats = method_validation.validation_stats(evaluation, sets, 6, 100, 100, 0).set_index(["method", "control"])
+    stats = validation.validation_stats(evaluation, sets, 6, 100, 100, 0).set_index(["method", "control"])
     matched = stats.xs("layer-matched", level="control")
     assert (matched["R"] == 100).all() and (matched["distinct"] == 70).all() and (matched["p"] == 1 / 71).all()
     assert matched.loc["gaze", "p Holm"].tolist() == [2 / 71] * 2  # the two published methods

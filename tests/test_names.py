@@ -151,6 +151,6 @@ def test_no_parameter_or_field_named_rows_in_helpers():
     allowed = {  # table rows: a list of records or a frame
         "helpers/engine/support.py: support_matrix",
         "helpers/studies/findings.py: _unadjusted_calls_by_setting",
-        "helpers/studies/masking_comparison.py: masking_table",
+        "helpers/studies/controls/masking.py: masking_table",
     }
     assert set(found) <= allowed, f"rows that are not table rows: {sorted(set(found) - allowed)}"

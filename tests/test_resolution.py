@@ -9,8 +9,7 @@ from helpers import sizes
 from helpers.measures.controls import spill_notes
 from helpers.measures.stats import Z_CAP
 from helpers.runner import params
-from helpers.studies.cross_model import controls_of
-from helpers.studies.resolution import (
+from helpers.studies.cross_model.resolution import (
     NOT_RUN,
     PROBE_COLUMNS,
     causal_cells,
@@ -22,6 +21,7 @@ from helpers.studies.resolution import (
     summary_sentence,
     sweep_monotone,
 )
+from helpers.studies.cross_model.runs import controls_of
 
 
 def _runs():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # The modules that print, colour or write a verdict: tables, figures, sentences, claims, the card, the notebooks.
-SCOPE = ("helpers/studies/*.py", "helpers/studies/protocol/*.py", "helpers/figures/*.py", "notebooks/*.py")
+SCOPE = ("helpers/studies/*.py", "helpers/studies/*/*.py", "helpers/figures/*.py", "notebooks/*.py")
 RULE = "helpers/measures/verdicts.py"
 # The calls of `exceeds` outside the rule that are no verdict against random sets: {module: (count, why)}.
 ALLOWED_EXCEEDS = {
@@ -80,7 +80,7 @@ def test_no_module_that_prints_or_colours_a_verdict_decides_on_p_or_effect_by_it
 
 
 def test_the_masking_table_says_no_masking_can_change_a_verdict_below_the_holm_floor():
-    from helpers.studies.masking_comparison import masking_sentence, masking_table
+    from helpers.studies.controls.masking import masking_sentence, masking_table
 
     row = {"S low": 0.6, "S high": 0.8, "random sd": 0.0001, "random min": 0.0, "random max": 0.0003, "z": 1000.0}
     rows = [

@@ -21,7 +21,7 @@ def plot_method_score_maps(scores: dict[str, np.ndarray]) -> plt.Figure:
 def plot_method_overlap(matrix: pd.DataFrame, k: int) -> plt.Figure:
     """The overlap matrix as a heatmap coloured by the share of k: methods (rows) against methods and the settings
     (columns), shared heads printed in each cell; its last row, each column's half-split ceiling (one decimal),
-    below a white line. matrix: helpers.studies.methods.overlap_table."""
+    below a white line. matrix: helpers.studies.methods.comparison.overlap_table."""
     fig, ax = plt.subplots(figsize=(0.45 * matrix.shape[1] + 2, 0.45 * len(matrix) + 1.5))
     annot = matrix.map(lambda v: f"{v:.0f}")
     annot.iloc[-1] = matrix.iloc[-1].map(lambda v: f"{v:.1f}")

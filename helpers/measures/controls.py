@@ -12,6 +12,12 @@ Random controls:
 Generic-damage sets (Table 12): the k heads with the most attention to a sink or to the text
 (`top_k` of a mass map), whole layers, and large random sets.
 
+S against its controls: `with_controls` stacks S and its R random sets [1 + R, L, H] for a run, and
+`against_controls` / `with_effect` read that run's per-item values [N, 1 + R] (S in column 0) as the rows of the
+causal tables (notebooks 04, 05, 06 and 08, the report card), by helpers.measures.stats.against_random:
+
+    row = against_controls(ncs(exp.mask(exp.with_controls("co-ref-qsp", 20))))   # S, p, z, ... of Table 3's row
+
 Masks are bool [L, H]; sets of sets are bool [n, L, H]. Draws are deterministic by seed: a named stream
 of helpers/measures/streams.py (`stream(seed, "table12/random-2k")`), or an int in the tests. The first n draws
 of a stream do not depend on how many follow, so R = 20 sets are the first 20 of the R = 250 sets.
@@ -25,6 +31,7 @@ import pandas as pd
 from helpers.measures import streams
 from helpers.measures.necessity import drop, ncs
 from helpers.measures.overlap import top_k
+from helpers.measures.stats import against_random, t_interval
 
 Seed = int | np.random.SeedSequence
 
@@ -177,6 +184,20 @@ def per_layer_controls(head_set: np.ndarray, setting: str, n: int, seed: int) ->
 def with_controls(head_set: np.ndarray, controls: np.ndarray) -> np.ndarray:
     """[1 + R, L, H]: S first, then its R random sets, the stack every S-against-random run takes."""
     return np.concatenate([np.asarray(head_set, dtype=bool)[None], np.asarray(controls, dtype=bool)])
+
+
+def against_controls(values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
+    """`against_random` of S (column 0) and its random sets (the other columns) of per-item values [N, 1 + R];
+    `distinct`: the random columns that are distinct sets, where the draw repeats sets."""
+    return against_random(values[:, 0], values[:, 1:], distinct)
+
+
+def with_effect(values: np.ndarray, distinct: np.ndarray | None = None) -> dict:
+    """`against_controls` and the effect: S's per-item excess over the mean of its (distinct) random sets, with
+    its 95% t-interval over items."""
+    random = values[:, 1:] if distinct is None else values[:, 1:][:, distinct]  # [N, R]
+    effect, low, high = t_interval(values[:, 0] - random.mean(1))
+    return {**against_controls(values, distinct), "effect": effect, "effect low": low, "effect high": high}
 
 
 def whole_layers(head_set: np.ndarray, n_layers: int) -> np.ndarray:

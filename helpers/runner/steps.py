@@ -13,10 +13,9 @@ notebook once the notebooks it waits for (``waits_for``) are done.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.measures.names import CONTROL_SCHEMES
+from helpers.measures.names import CONTROL_SCHEMES, MASKING_VARIANTS
 from helpers.sizes import SINGLE_HEAD_ITEMS, UNSEEDED_SEEDS, card_forward_copies, card_sizes
 from helpers.stimuli.design import SETTINGS
-from helpers.studies.masking_variants import MASKING_VARIANTS
 
 SUFFIXES = {
     "figure": (".png", ".pdf"),

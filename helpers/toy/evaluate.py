@@ -86,7 +86,7 @@ def evaluate(model, processor, n_per_kind: int = 200, seed: int = EVAL_SEED, bat
 def pointing_audit(model, processor, n_per_task: int = 100, seed: int = EVAL_SEED, batch_size: int = 50) -> dict:
     """{task: the pointing suite's leak-audit row (mean P(correct) per variant, flagged, passes), its "plain
     accuracy" and "n"} on `n_per_task` held-out items of each synthetic task: notebook 06's audit
-    (helpers.studies.pointing_runs, there at seed 0; training draws seeds >= 10_000), without its cache."""
+    (helpers.studies.cross_model.pointing, there at seed 0; training draws seeds >= 10_000), without its cache."""
     model.eval()
     audits = {}
     for name, task in pointing.SYNTHETIC.items():

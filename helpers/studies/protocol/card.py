@@ -16,6 +16,7 @@ from helpers.measures.controls import (
     layer_matched_controls,
     spill_note,
     with_controls,
+    with_effect,
 )
 from helpers.measures.discovery import discover, setting_scores
 from helpers.measures.methods import METHODS, PER_ITEM
@@ -29,8 +30,7 @@ from helpers.sizes import card_forward_copies, card_sizes
 from helpers.stimuli.design import parse_setting
 from helpers.storage import headsets, paths
 from helpers.storage.cache import ResultCache
-from helpers.studies.against_controls import with_effect
-from helpers.studies.control_scheme_runs import scheme_run
+from helpers.studies.controls.schemes import scheme_run
 from helpers.studies.evaluation import Evaluation
 from helpers.studies.protocol.conclusions import conclusion, verdict_table
 from helpers.studies.protocol.head_sets import HeadSet, resolve_head_sets

@@ -1,17 +1,17 @@
 """The tables of notebook 06 (cross-model), each built from the models' runs: `results` maps a model's name to its
-helpers.studies.cross_model_run.model_run, in the notebook's order. Per-item values are [N, 1 + R]: S, then its
+helpers.studies.cross_model.model_run.model_run, in the notebook's order. Per-item values are [N, 1 + R]: S, then its
 random sets (one draw where R = 1); the pointing suite's are [N, 2]: S and its one draw.
 """
 
 import numpy as np
 import pandas as pd
 
+from helpers.measures.controls import against_controls
 from helpers.measures.stats import t_interval
 from helpers.measures.verdicts import judge
-from helpers.studies.against_controls import against_controls
 from helpers.studies.claims import claim_rows
-from helpers.studies.cross_model import LAST, NATIVE, QSP_OUT, TABLE19, overlap_rows, ranges
-from helpers.studies.resolution import resolution_table
+from helpers.studies.cross_model.resolution import resolution_table
+from helpers.studies.cross_model.runs import LAST, NATIVE, QSP_OUT, TABLE19, overlap_rows, ranges
 
 # The claims 06's runs cannot test, and why (the claims table per model)
 UNTESTED_IN_06 = {
@@ -159,7 +159,7 @@ def ood_pooled_table(results: dict) -> pd.DataFrame:
 
 
 def model_resolution_table(results: dict) -> pd.DataFrame:
-    """The resolution table (helpers.studies.resolution.resolution_table) of every model."""
+    """The resolution table (helpers.studies.cross_model.resolution.resolution_table) of every model."""
     contrasts = {name: result["contrasts"] for name, result in results.items()}
     return resolution_table(results, contrasts, {name: result["sweeps"] for name, result in results.items()})
 

@@ -43,7 +43,7 @@ def prints_as_zero(values, digits: int = DIGITS) -> np.ndarray:
 
 def causal_cells(runs: dict, contrasts: dict | None = None) -> list[dict]:
     """One row per (setting, measure) of the per-item runs: `runs` {setting: {"ncs", "cers": [N, 1 + R], ...}}
-    (helpers.studies.cross_model.causal_runs) and `contrasts` {setting: {"NCS_grid", "symmetric CERS"}}
+    (helpers.studies.cross_model.runs.causal_runs) and `contrasts` {setting: {"NCS_grid", "symmetric CERS"}}
     (region_contrast_runs; None or {} where the model was not scored). Each row: setting, measure, family,
     R, S and the random mean, the random SD (NaN for R = 1), z and whether it is capped (NaN / False for
     R = 1), as helpers.measures.stats.against_random gives them."""
@@ -166,7 +166,7 @@ def probe_summary(profile: dict | None) -> dict:
 def resolution_row(result: dict, contrasts: dict | None = None, sweeps: dict | None = None) -> dict:
     """One model's row: `result` is 06's results[name] ("runs", "audit", optionally "flagged", "spill" and
     "single head"), `contrasts` its Table 16 runs (None when it failed the audit), `sweeps` optional
-    {"NCS vs k": {k: NCS}, "CERS vs beta": {beta: CERS}} (06's helpers.studies.cross_model.sweeps)."""
+    {"NCS vs k": {k: NCS}, "CERS vs beta": {beta: CERS}} (06's helpers.studies.cross_model.runs.sweeps)."""
     cells = causal_cells(result["runs"], contrasts)
     sweeps = sweeps or {}
     return (

@@ -18,12 +18,12 @@ from helpers.engine import leak
 from helpers.engine.head_sets import on_device
 from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import with_controls
+from helpers.measures.names import MASKING_VARIANTS
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
 from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, judge
 from helpers.stimuli.prepared import item_batch, items_of
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.masking_variants import MASKING_VARIANTS
 
 
 def masking_rows(evaluation: Evaluation, sets: dict[str, np.ndarray], controls: dict[str, np.ndarray]) -> list[dict]:

@@ -8,7 +8,9 @@ from helpers import sizes
 from helpers.engine import load_model
 from helpers.measures.controls import spill_notes
 from helpers.storage.cache import ResultCache
-from helpers.studies.cross_model import (
+from helpers.studies.cross_model.pointing import score_suite
+from helpers.studies.cross_model.resolution import single_head_run
+from helpers.studies.cross_model.runs import (
     CAUSAL,
     NATIVE,
     TABLE16,
@@ -22,14 +24,12 @@ from helpers.studies.cross_model import (
     sweeps,
 )
 from helpers.studies.evaluation import Evaluation
-from helpers.studies.pointing_runs import score_suite
 from helpers.studies.region_contrast import (
     attainable_ncs_grid,
     grid_audit,
     region_contrast_runs,
     region_contrast_table,
 )
-from helpers.studies.resolution import single_head_run
 from helpers.toy.probe import depth_profile
 
 # The pointing suite's head-sets: the native sets, and cm-ref-qsp and co-ord-qsp for Table 23 (suite name -> setting)

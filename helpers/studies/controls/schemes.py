@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from helpers.measures import control_schemes, verdicts
-from helpers.measures.controls import with_controls
+from helpers.measures.controls import against_controls, with_controls
 from helpers.measures.necessity import ncs
-from helpers.studies.against_controls import against_controls
 from helpers.studies.evaluation import Evaluation
 
 

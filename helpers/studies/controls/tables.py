@@ -13,6 +13,7 @@ from helpers import sizes
 from helpers.engine.row_groups import ROW_GROUPS
 from helpers.measures import streams
 from helpers.measures.controls import (
+    against_controls,
     attention_matched_sets,
     layer_matched_sets,
     per_layer_controls,
@@ -25,7 +26,6 @@ from helpers.measures.overlap import top_k
 from helpers.measures.stats import excess_over_random, holm, rank_p, spearman
 from helpers.measures.steering import cers
 from helpers.stimuli.design import k_for
-from helpers.studies.against_controls import against_controls
 from helpers.studies.experiment import Experiment
 
 ROW_COLUMNS = ("R", "interval", "S", "S low", "S high", "random mean")  # S against its random sets, as in Table 3

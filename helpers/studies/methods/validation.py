@@ -12,14 +12,13 @@ import pandas as pd
 
 from helpers.measures import streams
 from helpers.measures.control_schemes import distinct_columns
-from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, with_controls
+from helpers.measures.controls import any_layer_sets, layer_matched_sets, spill_note, with_controls, with_effect
 from helpers.measures.methods import CAUSAL_REFERENCES, holm_family
 from helpers.measures.necessity import ncs
 from helpers.measures.overlap import overlap
 from helpers.measures.stats import holm
 from helpers.measures.steering import cers
 from helpers.measures.verdicts import damage_verdict, judge
-from helpers.studies.against_controls import with_effect
 from helpers.studies.evaluation import Evaluation
 
 METHOD_MEASURES = ("NCS", "CERS")

@@ -1,0 +1,1 @@
+"""Notebook 08: the published discovery methods compared on the same strips, and their sets put to the paper's tests."""
