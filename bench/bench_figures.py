@@ -60,9 +60,8 @@ from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.runner.floor import matmul_peak
 from helpers.runner.params import declared_parameters
 from helpers.runner.steps import STEPS
-from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items, strip_items
+from helpers.stimuli.corpora import grid_items, items_of, load_corpus, single_image_items, strip_items
 from helpers.stimuli.design import SETTINGS
-from helpers.stimuli.prepared import items_of
 from helpers.storage import paths, workers
 from helpers.storage.cache import ResultCache
 from helpers.storage.headsets import load_settings

@@ -49,7 +49,7 @@ from helpers.measures.overlap import half_split_overlaps, split_halves
 from helpers.measures.stats import holm
 from helpers.measures.verdicts import BEATS, holm_floor, holm_random_sets, versus_random
 from helpers.runner import params
-from helpers.stimuli.prepared import items_of
+from helpers.stimuli.corpora import items_of
 from helpers.storage import headsets
 from helpers.storage.cache import ResultCache
 from helpers.studies import findings

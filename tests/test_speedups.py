@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from helpers.engine import HIDE, build_batch, head_sets, run_head_sets
+from helpers.engine.inputs import item_batch
 from helpers.engine.mcq import letter_probs
 from helpers.measures import necessity, steering
-from helpers.stimuli import prepared as prepared
-from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
+from helpers.stimuli.corpora import grid_items, items_of, load_corpus, single_image_items
 from helpers.storage import workers
 from helpers.storage.cache import ResultCache
 
@@ -30,13 +30,13 @@ def _same_item(a, b) -> bool:
 
 def test_memoised_items_and_batches_equal_fresh_ones(lm):
     fresh = grid_items(load_corpus("co"), 5, SEED)
-    memo = prepared.items_of("grid", "co", 5, SEED)
+    memo = items_of("grid", "co", 5, SEED)
     assert all(_same_item(a, b) for a, b in zip(fresh, memo))
-    assert prepared.items_of("grid", "co", 5, SEED) is memo  # rendered once
-    text = prepared.items_of("text", "co", 3, SEED)
+    assert items_of("grid", "co", 5, SEED) is memo  # rendered once
+    text = items_of("text", "co", 3, SEED)
     assert all(_same_item(a, b) for a, b in zip(single_image_items(load_corpus("co"), 3, SEED, "text"), text))
-    batch = prepared.item_batch(lm.processor, memo[2])
-    assert prepared.item_batch(lm.processor, memo[2]) is batch
+    batch = item_batch(lm.processor, memo[2])
+    assert item_batch(lm.processor, memo[2]) is batch
     plain = build_batch(lm.processor, [fresh[2]])
     assert plain.inputs.keys() == batch.inputs.keys()
     assert all(torch.equal(plain.inputs[k], batch.inputs[k]) for k in plain.inputs)
@@ -112,8 +112,8 @@ def test_remembered_items_reach_forked_workers_and_change_no_result(lm, sets, tm
     monkeypatch.setenv(workers.WORKERS_ENV, "2")
     run = necessity.necessity_run(lm, "co", 4, SEED, sets, "all", ResultCache(tmp_path / "a"), chunk=1)
     for arm in necessity.ARMS:
-        for item in prepared.items_of(necessity.ARM_KINDS[arm], "co", 4, SEED):
-            inputs = prepared.item_batch(lm.processor, item).inputs
+        for item in items_of(necessity.ARM_KINDS[arm], "co", 4, SEED):
+            inputs = item_batch(lm.processor, item).inputs
             assert head_sets._CLEAN.holds(lm.model, list(inputs.values()))
     monkeypatch.setattr(type(lm.adapter), "continues_from_cache", False)  # whole copies, no record
     whole = necessity.necessity_run(lm, "co", 4, SEED, sets, "all", ResultCache(tmp_path / "b"), chunk=1)

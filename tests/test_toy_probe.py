@@ -9,7 +9,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from helpers.engine.inputs import build_batch
 from helpers.engine.loading import load_model
 from helpers.engine.mcq import option_token_ids
-from helpers.stimuli.prepared import items_of
+from helpers.stimuli.corpora import items_of
 from helpers.storage.cache import ResultCache
 from helpers.storage.paths import toy_folder
 from helpers.toy.depth import LayerImageDrop, letter_answer_loss

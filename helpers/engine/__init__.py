@@ -24,9 +24,10 @@ The whole public API, by module:
   only through an installed counter (``copy_ledger.install_counter()``, as the runner does for each notebook), and
   with none they do nothing but compute.
 - ``item``: ``Item``, the record of one stimulus (image, prompt, regions, options); ``inputs``: items -> one
-  left-padded processor batch with query-span and answer masks (``build_batch``); ``one_item``: the front door of
-  ``run_head_sets``: an Item, a Batch of one item or a processor output, checked against the family's input layout
-  (``Adapter.check_inputs``: one item's rows, pixel rows against the image grid, image tokens against the pixels).
+  left-padded processor batch with query-span and answer masks (``build_batch``, memoised per item by
+  ``item_batch``), and the front door of ``run_head_sets`` (``one_item_inputs``): an Item, a Batch of one item or
+  a processor output, checked against the family's input layout (``Adapter.check_inputs``: one item's rows, pixel
+  rows against the image grid, image tokens against the pixels).
 - ``image_attention``: ``image_mass(lm, items, row_group)``, each head's attention mass to the image, [B, L, H].
 - ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
   head-set intervention.

@@ -19,12 +19,24 @@ import torch
 
 from helpers.engine import attention, copy_ledger
 from helpers.engine.attention import Intervention, QueryRows, _prepare_intervention, _probe
-from helpers.engine.inputs import Batch
+from helpers.engine.inputs import Batch, item_batch, one_item_inputs
 from helpers.engine.item import Item
 from helpers.engine.kept_rows import last_layer_at_kept_rows
 from helpers.engine.masking import KEYED, check_masking
-from helpers.engine.one_item import as_head_sets, one_item_inputs
 from helpers.storage import timers
+
+
+def as_head_sets(heads) -> torch.Tensor:
+    """Head-sets as a bool tensor [n, layers, heads], from a tensor or an array (e.g. controls.with_controls)."""
+    heads = torch.as_tensor(heads)
+    if heads.dtype != torch.bool or heads.ndim != 3:
+        raise ValueError(
+            f"heads must be bool [n_sets, layers, heads], got {heads.dtype} {tuple(heads.shape)}; "
+            "build them with stack_head_sets or measures.controls.with_controls"
+        )
+    if heads.shape[0] == 0:
+        raise ValueError(f"heads holds no head-set ({tuple(heads.shape)}); pass at least one [layers, heads] set")
+    return heads
 
 
 def heads_to_mask(adapter, heads: list[tuple[int, int]], device="cpu") -> torch.Tensor:
@@ -314,6 +326,13 @@ def remember_item(loaded, item: dict) -> None:
     if _continues_rows(loaded.adapter):
         with torch.no_grad():
             _clean_record(loaded, item)
+
+
+def remember_items(lm, items: list[Item]) -> None:
+    """Build each item's batch (item_batch) and let the engine record the clean item (remember_item), so that
+    workers forked afterwards find both in memory."""
+    for item in items:
+        remember_item(lm, on_device(lm, item_batch(lm.processor, item).inputs))
 
 
 def _clean_item(loaded, item: dict, start: int) -> tuple[dict, dict]:

@@ -9,6 +9,10 @@ the text the processor really hands its tokenizer (recorded by _RecordingTokeniz
 replaced by the processor's expansion (image tokens and, for families that tile, their tile and row markers),
 plus whatever the processor inserts (PaliGemma: <bos> after the image and a newline at the end; Molmo 2: <bos>
 in front). So the mapping holds for any processor and any BPE, whose token boundaries need not match words.
+
+The front door for one item: `one_item_inputs` turns an ``Item``, a built ``Batch`` of one item or a processor output
+into the processor output a forward takes, checked against the family's input layout before any forward;
+`as_batch` an Item or a Batch into a Batch. `item_batch`: the one-item batch of an item, built once and memoised.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import torch
 
 from helpers.engine.item import Item
 from helpers.storage import timers
+
+BATCH_MEMORY = 2**30  # bytes of tensors the batch memo may hold (the toy's 400 batches take ~10 MiB)
+
+_batches: dict[int, tuple[Item, object, Batch]] = {}  # id(item) -> (item, processor, batch)
 
 
 @dataclass
@@ -177,3 +185,44 @@ def _after_image(text: str, tokenized: str, image_token: str, item: Item):
         return rest_start + char - image_end
 
     return at
+
+
+def one_item_inputs(loaded, item: Item | Batch | dict) -> dict:
+    """The processor output of one item (batch 1), checked (``Adapter.check_inputs``): an Item is built with the
+    model's processor (build_batch); a Batch must hold one item; a dict is taken as a processor output."""
+    if isinstance(item, Item):
+        inputs = build_batch(loaded.processor, [item]).inputs
+    elif isinstance(item, Batch):
+        if len(item.items) != 1:
+            raise ValueError(f"the Batch holds {len(item.items)} items; pass a Batch of one item (or the Item)")
+        inputs = item.inputs
+    elif isinstance(item, dict):
+        inputs = item
+    else:
+        raise TypeError(f"item is a {type(item).__name__}; pass an Item, a Batch of one item or a processor output")
+    loaded.adapter.check_inputs(inputs)
+    return inputs
+
+
+def as_batch(loaded, items: Item | Batch) -> Batch:
+    """A built Batch: an Item is built with the model's processor (build_batch), a Batch is taken as it is."""
+    if isinstance(items, Item):
+        return build_batch(loaded.processor, [items])
+    if isinstance(items, Batch):
+        return items
+    raise TypeError(f"items is a {type(items).__name__}; pass an Item or a Batch (build_batch)")
+
+
+def _nbytes(batch: Batch) -> int:
+    return sum(v.numel() * v.element_size() for v in batch.inputs.values() if isinstance(v, torch.Tensor))
+
+
+def item_batch(processor, item: Item) -> Batch:
+    """build_batch(processor, [item]), memoised per item object while the memo stays under BATCH_MEMORY."""
+    hit = _batches.get(id(item))
+    if hit is not None and hit[0] is item and hit[1] is processor:
+        return hit[2]
+    batch = build_batch(processor, [item])
+    if sum(_nbytes(b) for _, _, b in _batches.values()) + _nbytes(batch) <= BATCH_MEMORY:
+        _batches[id(item)] = (item, processor, batch)  # holding the item keeps its id from being reused
+    return batch

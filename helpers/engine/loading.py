@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,11 +96,3 @@ def wrap_model(model: torch.nn.Module, processor=None, name: str = "in-memory") 
     return LoadedModel(
         model=model.eval(), processor=processor, adapter=adapter_for(model.config, processor), name=name
     )
-
-
-def processor_fingerprint(lm) -> str:
-    """Identity of the processor for cache keys: the sha256 of its configuration (image processor, chat template;
-    transformers' to_json_string), which the model's files need not hold (a model built in memory) and which a
-    transformers release may change; "" for a model loaded without a processor."""
-    processor = getattr(lm, "processor", None)
-    return "" if processor is None else hashlib.sha256(processor.to_json_string().encode()).hexdigest()[:16]

@@ -3,7 +3,8 @@ a config).
 
 The parameter checks use these to refuse a model that cannot load before anything heavy is imported or loaded:
 a toy not built, a folder without a config, weights or a chat template, a hub id that is neither cached nor
-reachable. model_fingerprint names a model for cache keys and the copy ledger by the hashes of those files.
+reachable. model_fingerprint names a model for cache keys and the copy ledger by the hashes of those files,
+processor_fingerprint its processor by its configuration; model_identity is what a cache key records of both.
 """
 
 from __future__ import annotations
@@ -137,3 +138,22 @@ def model_fingerprint(lm) -> str:
         digest.update(f"{path.name}:{content}\n".encode())
     revision = f"@{folder.name[:12]}" if folder.parent.name == "snapshots" else ""
     return f"{lm.name}{revision}#{digest.hexdigest()[:16]}"
+
+
+def processor_fingerprint(lm) -> str:
+    """Identity of the processor for cache keys: the sha256 of its configuration (image processor, chat template;
+    transformers' to_json_string), which the model's files need not hold (a model built in memory) and which a
+    transformers release may change; "" for a model loaded without a processor."""
+    processor = getattr(lm, "processor", None)
+    return "" if processor is None else hashlib.sha256(processor.to_json_string().encode()).hexdigest()[:16]
+
+
+def model_identity(lm) -> dict[str, str]:
+    """What a cache key records of the model `lm` runs: computation_key's model_fingerprint, processor_fingerprint,
+    dtype and device_kind."""
+    return {
+        "model_fingerprint": model_fingerprint(lm),
+        "processor_fingerprint": processor_fingerprint(lm),
+        "dtype": str(lm.model.dtype),
+        "device_kind": lm.model.device.type,
+    }

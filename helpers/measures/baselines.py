@@ -14,7 +14,7 @@ P is renormalised over the four option letters; the per-item probabilities are h
 import numpy as np
 
 from helpers.measures.clean_run import clean_run
-from helpers.stimuli.prepared import items_of
+from helpers.stimuli.corpora import items_of
 from helpers.storage.cache import ResultCache
 
 AUDIT_KINDS = {

@@ -4,10 +4,10 @@ of every table share one clean forward per item."""
 import numpy as np
 import torch
 
+from helpers.engine.inputs import item_batch
 from helpers.engine.mcq import letter_probs
-from helpers.measures.cache_keys import corpus_key, model_identity
-from helpers.stimuli.corpora import Item
-from helpers.stimuli.prepared import item_batch, items_of
+from helpers.engine.model_files import model_identity
+from helpers.stimuli.corpora import Item, corpus_key, items_of
 from helpers.storage.cache import ResultCache, computation_key
 
 

@@ -22,10 +22,9 @@ from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.loading import LoadedModel
 from helpers.engine.mcq import greedy_answers
-from helpers.measures.cache_keys import corpus_key, model_identity
-from helpers.stimuli.corpora import Item
+from helpers.engine.model_files import model_identity
+from helpers.stimuli.corpora import Item, corpus_key, items_of
 from helpers.stimuli.design import CORPORA, QUERIES, SETTINGS, parse_setting
-from helpers.stimuli.prepared import items_of
 from helpers.storage.cache import ResultCache, computation_key
 
 ROW_AGGREGATES = ("mean", "max")

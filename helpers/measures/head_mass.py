@@ -15,10 +15,9 @@ import torch
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
 from helpers.engine.interventions import row_selection
+from helpers.engine.model_files import model_identity
 from helpers.engine.row_groups import takes_row_group
-from helpers.measures.cache_keys import corpus_key, model_identity
-from helpers.stimuli.corpora import Item
-from helpers.stimuli.prepared import items_of
+from helpers.stimuli.corpora import Item, corpus_key, items_of
 from helpers.storage.cache import ResultCache, computation_key
 
 GROUPS = ("image", "text", "first")

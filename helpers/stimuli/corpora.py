@@ -18,11 +18,15 @@ The toy model's own training tasks (describe, locate, name, recall) are built fr
 
 Boxes are pixel boxes `(x0, y0, x1, y1)`, x1/y1 exclusive. Query spans are character offsets into
 `Item.prompt`.
+
+`corpus_of` and `items_of` hand out a corpus and its rendered items once per process (each image drawn once, not
+once per chunk and run); `corpus_key` is what a cache key records of a corpus.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import math
 import os
@@ -180,6 +184,11 @@ class ImageFolderCorpus:
 def corpus_identity(corpus: SyntheticCorpus | ImageFolderCorpus) -> str:
     """What a cache key records of a corpus: a synthetic corpus by its name, an image corpus by its content."""
     return corpus.name if isinstance(corpus, SyntheticCorpus) else corpus.identity()
+
+
+def corpus_key(corpus: str) -> str:
+    """What a cache key records of the corpus named `corpus` (its name, or an image corpus's content)."""
+    return corpus_identity(corpus_of(corpus))
 
 
 def load_corpus(name_or_path: str | Path) -> SyntheticCorpus | ImageFolderCorpus:
@@ -482,3 +491,15 @@ def build_items(kind: str, corpus, n: int, seed: int) -> list[Item]:
     if kind not in builders:
         raise ValueError(f"item kind {kind!r} is not one of {KINDS}")
     return builders[kind]()
+
+
+@functools.lru_cache(maxsize=8)
+def corpus_of(corpus: str):
+    """load_corpus(corpus), once per process (an image folder is scanned and checked once)."""
+    return load_corpus(corpus)
+
+
+@functools.lru_cache(maxsize=32)
+def items_of(kind: str, corpus: str, n: int, seed: int) -> tuple[Item, ...]:
+    """build_items(kind, corpus, n, seed), rendered once per process (item i does not depend on n)."""
+    return tuple(build_items(kind, corpus_of(corpus), n, seed))

@@ -15,7 +15,7 @@ import numpy as np
 from helpers.engine import HIDE
 from helpers.measures.necessity import necessity_run
 from helpers.measures.steering import steering_run
-from helpers.stimuli.prepared import items_of
+from helpers.stimuli.corpora import items_of
 from helpers.storage.cache import ResultCache
 
 

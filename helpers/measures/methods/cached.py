@@ -16,10 +16,10 @@ import math
 import numpy as np
 
 from helpers.engine.item import Item
-from helpers.measures.cache_keys import corpus_key, model_identity
+from helpers.engine.model_files import model_identity
 from helpers.measures.methods import PER_ITEM, check_method
+from helpers.stimuli.corpora import corpus_key, items_of
 from helpers.stimuli.design import CORPORA, QUERIES
-from helpers.stimuli.prepared import items_of
 from helpers.storage.cache import ResultCache, computation_key
 
 # the items in words, for a saved head-set's provenance (the key holds the code that builds them instead)

@@ -16,13 +16,14 @@ import torch
 
 from helpers.engine import leak
 from helpers.engine.head_sets import on_device
+from helpers.engine.inputs import item_batch
 from helpers.measures.control_schemes import distinct_columns
 from helpers.measures.controls import with_controls
 from helpers.measures.names import MASKING_VARIANTS
 from helpers.measures.necessity import ncs
 from helpers.measures.stats import against_random, holm
 from helpers.measures.verdicts import BEATS, NOT_INTERPRETABLE, judge
-from helpers.stimuli.prepared import item_batch, items_of
+from helpers.stimuli.corpora import items_of
 from helpers.studies.evaluation import Evaluation
 
 

@@ -7,8 +7,8 @@ per chunk of items under the task's name (and a converted task's file digest).
 import numpy as np
 
 from helpers.engine.loading import LoadedModel
+from helpers.engine.model_files import model_identity
 from helpers.measures import streams
-from helpers.measures.cache_keys import model_identity
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.measures.necessity import mask_items, ncs
 from helpers.measures.pointing_audit import audit_items, audit_summary
