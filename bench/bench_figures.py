@@ -53,8 +53,7 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, copy_ledger, load_model, run_head_sets
-from helpers.engine.interventions import letter_probs_under
-from helpers.engine.mcq import letter_probs
+from helpers.engine.mcq import letter_probs, letter_probs_under
 from helpers.measures import steering
 from helpers.measures.controls import layer_matched_sets, with_controls
 from helpers.runner.floor import matmul_peak

@@ -271,7 +271,7 @@ def test_a_head_set_of_another_model_is_carded_only_when_accepted(tmp_path):
 def test_letter_probs_and_image_mass_name_a_bad_argument(lm):
     """letter_probs_under's and image_mass's arguments refused with the value and what is allowed."""
     from helpers.engine import build_batch, image_mass
-    from helpers.engine.interventions import letter_probs_under
+    from helpers.engine.mcq import letter_probs_under
     from helpers.stimuli.corpora import load_corpus, single_image_items
 
     batch = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 3, "matched"))

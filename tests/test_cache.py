@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import helpers.storage.cache as cache_module
-from helpers.measures import clean_run, discovery, head_mass, necessity, steering
+from helpers.measures import discovery, head_mass, necessity, set_chunks, steering
 from helpers.measures.methods import cached as methods
 from helpers.stimuli.pointing import SYNTHETIC
 from helpers.storage.cache import ResultCache, cache_key
@@ -85,7 +85,7 @@ HEAD_SETS = np.zeros((2, 2, 2), dtype=bool)
 TASK = SYNTHETIC["counting"]
 # Every cached computation, by the name of its entries: a call of its run on a model `lm` and a cache.
 CACHED_COMPUTATIONS = {
-    "clean": lambda lm, cache: clean_run.clean_run(lm, "grid", "co", 4, 0, cache),
+    "clean": lambda lm, cache: set_chunks.clean_run(lm, "grid", "co", 4, 0, cache),
     "necessity": lambda lm, cache: necessity.necessity_run(lm, "co", 4, 0, HEAD_SETS, "all", cache),
     "steering": lambda lm, cache: steering.steering_run(lm, "co", 4, 0, HEAD_SETS, 1.0, "all", cache),
     "discovery": lambda lm, cache: discovery.discover(lm, "co", "ord", 4, 0, cache),
@@ -272,7 +272,7 @@ def test_results_do_not_depend_on_sets_per_forward():
     below the tables' resolution (the copies of one forward differ only in the order of floating-point sums: a few
     float32 steps, 1.2e-7 at P = 0.98)."""
     from helpers.engine import HIDE, build_batch, load_model
-    from helpers.engine.interventions import letter_probs_under
+    from helpers.engine.mcq import letter_probs_under
     from helpers.measures.controls import layer_matched_sets, with_controls
     from helpers.stimuli.corpora import build_items, load_corpus
 

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from helpers.engine import HIDE, build_batch, load_model
-from helpers.engine.interventions import letter_probs_under, row_selection
-from helpers.engine.mcq import letter_probs
+from helpers.engine.mcq import letter_probs, letter_probs_under, row_selection
 from helpers.measures import necessity, steering
 from helpers.stimuli.corpora import grid_items, load_corpus, single_image_items
 from helpers.storage.cache import ResultCache

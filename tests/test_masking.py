@@ -21,9 +21,8 @@ from helpers.engine import (
     wrap_model,
 )
 from helpers.engine.head_sets import _from_prefix
-from helpers.engine.interventions import letter_probs_under
 from helpers.engine.masking import KEYED
-from helpers.engine.mcq import letter_probs_from_logits, option_token_ids
+from helpers.engine.mcq import letter_probs_from_logits, letter_probs_under, option_token_ids
 from helpers.stimuli.corpora import grid_items, load_corpus
 from tests.oracle import MASKING_ORACLE, masked
 from tests.tiny_models import tiny_inputs, tiny_model

@@ -60,7 +60,7 @@ def test_the_engine_imports_none_of_the_papers_modules():
 STRING_ANNOTATIONS = {"str", "str | None", "None | str", "Optional[str]"}
 # the public callables that take a row group, as (module, qualified name)
 TAKE_ROW_GROUP = [
-    ("helpers.engine.interventions", "letter_probs_under"),
+    ("helpers.engine.mcq", "letter_probs_under"),
     ("helpers.engine.image_attention", "image_mass"),
     ("helpers.measures.necessity", "mask_items"),
     ("helpers.measures.necessity", "necessity_run"),

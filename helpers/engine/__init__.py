@@ -29,8 +29,8 @@ The whole public API, by module:
   a processor output, checked against the family's input layout (``Adapter.check_inputs``: one item's rows, pixel
   rows against the image grid, image tokens against the pixels).
 - ``image_attention``: ``image_mass(lm, items, row_group)``, each head's attention mass to the image, [B, L, H].
-- ``mcq``: option-letter probabilities; ``interventions``: row groups and letter probabilities under a
-  head-set intervention.
+- ``mcq``: option-letter probabilities, clean and under head-set interventions (``letter_probs_under``, at the
+  query rows of a row group).
 """
 
 from typing import TYPE_CHECKING

@@ -7,8 +7,8 @@ import torch
 from helpers.engine.attention import Read, probe
 from helpers.engine.head_sets import on_device
 from helpers.engine.inputs import Batch, as_batch
-from helpers.engine.interventions import row_selection
 from helpers.engine.item import Item
+from helpers.engine.mcq import row_selection
 from helpers.engine.row_groups import takes_row_group
 
 

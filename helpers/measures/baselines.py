@@ -8,12 +8,12 @@ the measures assume:
     matched     the single-image MCQ whose image shows the answer          expect ~1
     mismatched  the same MCQ with an image outside the options             expect ~0.25 (chance)
 
-P is renormalised over the four option letters; the per-item probabilities are helpers.measures.clean_run's.
+P is renormalised over the four option letters; the per-item probabilities are helpers.measures.set_chunks.clean_run's.
 """
 
 import numpy as np
 
-from helpers.measures.clean_run import clean_run
+from helpers.measures.set_chunks import clean_run
 from helpers.stimuli.corpora import items_of
 from helpers.storage.cache import ResultCache
 
@@ -27,7 +27,7 @@ AUDIT_KINDS = {
 
 def audit(lm, corpus: str, n_items: int, seed: int, cache: ResultCache) -> dict[str, np.ndarray]:
     """Audit name -> [N] clean P(correct) on the evaluation items (AUDIT_KINDS), from the clean runs that
-    notebooks 03-05 cache too (helpers.measures.clean_run)."""
+    notebooks 03-05 cache too (helpers.measures.set_chunks.clean_run)."""
     out = {}
     for name, kind in AUDIT_KINDS.items():
         p_clean = clean_run(lm, kind, corpus, n_items, seed, cache)  # [N, 4]

@@ -14,7 +14,7 @@ import torch
 
 from helpers.engine.attention import Read, probe
 from helpers.engine.inputs import Batch, build_batch
-from helpers.engine.interventions import row_selection
+from helpers.engine.mcq import row_selection
 from helpers.engine.model_files import model_identity
 from helpers.engine.row_groups import takes_row_group
 from helpers.stimuli.corpora import Item, corpus_key, items_of

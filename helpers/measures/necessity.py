@@ -21,11 +21,10 @@ import torch
 from helpers.engine.attention import HIDE
 from helpers.engine.head_sets import remember_items
 from helpers.engine.inputs import item_batch
-from helpers.engine.interventions import letter_probs_under
+from helpers.engine.mcq import letter_probs_under
 from helpers.engine.model_files import model_identity
 from helpers.engine.row_groups import takes_row_group
-from helpers.measures.clean_run import clean_probs, clean_run
-from helpers.measures.set_chunks import chunk_of_sets, head_sets_key
+from helpers.measures.set_chunks import chunk_of_sets, clean_probs, clean_run, head_sets_key
 from helpers.stimuli.corpora import Item, corpus_key, items_of
 from helpers.storage.cache import ResultCache, computation_key
 

@@ -1,4 +1,8 @@
-"""Stacks of head-sets in cache keys, and a stack's chunk made of the parts of its sets.
+"""The cached parts that the S-against-random runs share: the items' clean letter probabilities, and the chunks of
+their stacks of head-sets, made of the parts of each set.
+
+clean_run caches the items' clean letter probabilities on disk without the head-sets, so that the runs of every table
+share one clean forward per item.
 
 necessity_run and steering_run cache their results per chunk of items per stack of head-sets [n, L, H] (the stack's
 digest, head_sets_key, in the key). One set is often in several stacks (S with the first r random draws in one
@@ -20,9 +24,14 @@ import hashlib
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
+from helpers.engine.inputs import item_batch
+from helpers.engine.mcq import letter_probs
+from helpers.engine.model_files import model_identity
+from helpers.stimuli.corpora import Item, corpus_key, items_of
 from helpers.storage import ledger
-from helpers.storage.cache import ResultCache
+from helpers.storage.cache import ResultCache, computation_key
 
 
 def head_sets_key(head_sets: np.ndarray) -> str:
@@ -119,3 +128,24 @@ def _copies_per_set(calls: list[np.ndarray], n_sets: int) -> list[np.ndarray]:
         raise ValueError(f"a run_head_sets call's copies are not blocks of the {n_sets} sets computed")
     blocks = [call.reshape(-1, n_sets) for call in calls]
     return [np.concatenate([block[:, i] for block in blocks]) for i in range(n_sets)]
+
+
+@torch.no_grad()
+def clean_probs(lm, items: list[Item]) -> np.ndarray:
+    """[N, 4] P(A..D) of each item without intervention, one item per forward (as the runs see it)."""
+    return torch.stack([letter_probs(lm.model, lm.processor, item_batch(lm.processor, i))[0] for i in items]).numpy()
+
+
+def clean_run(lm, kind: str, corpus: str, n_items: int, seed: int, cache: ResultCache, chunk: int = 10) -> np.ndarray:
+    """[N, 4] clean_probs of the first `n_items` items of `kind`, cached per chunk (keyed without head-sets)."""
+    key = computation_key(
+        **model_identity(lm),
+        corpus=corpus_key(corpus),
+        params={"kind": kind, "seed": seed},
+        code_module=__name__,
+    )
+
+    def compute(start: int, stop: int) -> dict:
+        return {"p_clean": clean_probs(lm, items_of(kind, corpus, n_items, seed)[start:stop])}
+
+    return cache.cached_chunks("clean", key, n_items, chunk, compute)["p_clean"]
