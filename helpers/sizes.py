@@ -44,9 +44,9 @@ SMOKE_SIZES = {
     "n_random_grid": SMOKE_RANDOM,
 }
 
-# Item pairs of notebook 06's single-head necessity profile (helpers.studies.cross_model.resolution.single_head_run): L * H
-# head-sets of one head, both NCS arms, per model (128 heads of a toy: about 1 s of CPU per item); a smoke run
-# takes SMOKE_SINGLE_HEAD_ITEMS whatever the profile.
+# Item pairs of notebook 06's single-head necessity profile
+# (helpers.studies.cross_model.resolution.single_head_run): L * H head-sets of one head, both NCS arms, per model
+# (128 heads of a toy: about 1 s of CPU per item); a smoke run takes SMOKE_SINGLE_HEAD_ITEMS whatever the profile.
 SINGLE_HEAD_ITEMS = {"default": 20, "paper": 40}
 SMOKE_SINGLE_HEAD_ITEMS = 4
 # Item pairs of 06's depth probe per model (helpers.toy.probe: one forward per layer, per cumulative layer range

@@ -59,15 +59,16 @@ def test_compiled_layers_equal_the_eager_ones(toy):
 
 @torch.no_grad()
 def test_compiled_layers_hide_and_steer_inside_their_graph_and_keep_the_guards(toy, monkeypatch):
-    """Under compiled layers a hide or a steer never reaches the eager attention (one graph per layer), a read
-    does; the guards still refuse a HIDE that leaves a row no key, and the intervened layers are counted."""
+    """Under compiled layers a hide or a steer never reaches the eager attention (one graph per layer; the last
+    layer at the kept rows alone runs eagerly), a read does; the guards still refuse a HIDE that leaves a row no
+    key, and the intervened layers are counted."""
     lm, single, grid, sets = toy
     compile_decoder_layers(lm)
     eager_calls = []
     apply = attention._apply
     monkeypatch.setattr(attention, "_apply", lambda *args, **kw: eager_calls.append(1) or apply(*args, **kw))
-    run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
-    run_head_sets(lm, single.inputs, sets, single.image_mask, 5.0, single.last_prompt_mask, 1)
+    run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all")  # every row kept: no eager last layer
+    run_head_sets(lm, single.inputs, sets, single.image_mask, 5.0, single.last_prompt_mask)
     assert eager_calls == []
     with probe(lm, read=Read(query_rows="all", groups={"image": single.image_mask})):
         lm.model(**single.inputs)

@@ -25,7 +25,7 @@ import torch
 import torch._dynamo.config
 import torch._inductor.config
 
-from helpers.engine import attention, kept_rows
+from helpers.engine import attention
 
 RECOMPILE_LIMIT = 64
 
@@ -47,8 +47,6 @@ def compile_decoder_layers(loaded) -> None:
     for index, layer in enumerate(adapter.language_model(loaded.model).layers):
         compiled = torch.compile(layer.forward, dynamic=True)
         layer.forward = _without_cache(compiled, layer.forward, modules.get(index))
-        if kept_rows.supports(layer):
-            layer.kept_rows = _kept_rows_in_graph(torch.compile(kept_rows.kept_rows, dynamic=True), modules.get(index))
     loaded.compiled = True
 
 
@@ -67,17 +65,3 @@ def _without_cache(compiled, eager, module):
         return compiled(hidden_states, *args, **kwargs)
 
     return forward
-
-
-def _kept_rows_in_graph(compiled, module):
-    """kept_rows.kept_rows compiled, given the in-graph attention's inputs for the kept rows where it takes them."""
-
-    def kept(layer, keep, hidden_states, **kwargs):
-        mask = kwargs.get("attention_mask")
-        rows = None if mask is None else mask[:, :, -keep:]  # [B | 1, 1, keep, T]
-        dense = None if module is None else attention.in_graph_inputs(module, hidden_states[:, -keep:], rows)
-        if dense is not None:
-            kwargs[attention.IN_GRAPH] = dense
-        return compiled(layer, keep, hidden_states, **kwargs)
-
-    return kept

@@ -35,12 +35,10 @@ def last_layer_at_kept_rows(text_model, keep: int):
     whole = layer.forward  # the class's method, or the compiled wrapper set on the instance
     own = "forward" in layer.__dict__
 
-    kept = getattr(layer, "kept_rows", kept_rows)  # compiled by helpers.engine.compiled, or eager
-
     def forward(hidden_states, *args, **kwargs):
         if kwargs.get("cache", kwargs.get("past_key_values")) is not None or args:
             return whole(hidden_states, *args, **kwargs)
-        return kept(layer, keep, hidden_states, **kwargs)
+        return kept_rows(layer, keep, hidden_states, **kwargs)
 
     layer.forward = forward
     try:

@@ -1,1 +1,1 @@
-"""Notebook 08: the published discovery methods compared on the same strips, and their sets put to the paper's tests."""
+"""Notebook 08: the published discovery methods compared on the same strips, their sets put to the paper's tests."""
