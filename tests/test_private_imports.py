@@ -6,9 +6,6 @@ import ast
 
 from helpers.storage import paths
 
-# The engine's attention module is being reworked: the private imports inside these modules stay until it is.
-REWORKED = ("helpers.engine.attention", "helpers.engine.compiled", "helpers.engine.head_sets")
-
 
 def private_imports(module: str, source: str, is_package: bool = False) -> list[str]:
     """``"from <module> import <name>"`` for each private name of another helpers module that ``source`` (module
@@ -44,6 +41,5 @@ def test_no_module_of_helpers_imports_another_ones_private_names():
         parts = list(path.relative_to(paths.HELPERS.parent).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         module = ".".join(parts[:-1] if is_package else parts)
-        if module not in REWORKED:
-            found += [f"{module}: {line}" for line in private_imports(module, path.read_text(), is_package)]
+        found += [f"{module}: {line}" for line in private_imports(module, path.read_text(), is_package)]
     assert not found, "private names imported across modules:\n" + "\n".join(found)

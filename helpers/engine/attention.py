@@ -701,7 +701,7 @@ def _check_selection(name: str, selection, batch: int, need_rows: torch.Tensor) 
         raise ValueError(f"{name} selects no position in batch row(s) {empty}")
 
 
-def _prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> torch.Tensor:
+def prepare_intervention(spec: Intervention, n_layers: int, n_heads: int) -> torch.Tensor:
     """Validate ``spec``, attach its per-row bias and factor [B]; return which batch rows carry heads [B]."""
     check_masking(spec.masking)
     heads = spec.heads
@@ -773,13 +773,13 @@ def probe(loaded, read: Read | None = None, intervene: Intervention | None = Non
     """
     counter = copy_ledger.active_counter()  # a run's copy ledger, if one is installed or open
     copies = counter.probe_copies(loaded, read, intervene) if counter is not None else None
-    with _probe(loaded, read, intervene, copies=copies) as state:
+    with probe_state(loaded, read, intervene, copies=copies) as state:
         with timers.timed("forward"):
             yield state.recording
 
 
 @contextmanager
-def _probe(
+def probe_state(
     loaded,
     read: Read | None,
     intervene: Intervention | None,
@@ -788,8 +788,9 @@ def _probe(
     offset: int = 0,
     copies: object | None = None,
 ):
-    """probe's body; yields the _State. ``shared_layers``, ``same_item`` and ``offset``: see run_head_sets;
-    ``copies``: what an installed copy counter counts (run_head_sets counts its own)."""
+    """probe's body, yielding the probe's state (run_head_sets opens it with its options). ``shared_layers``,
+    ``same_item`` and ``offset``: see run_head_sets; ``copies``: what an installed copy counter counts
+    (run_head_sets counts its own)."""
     if read is None and intervene is None:
         raise ValueError("probe needs read=..., intervene=... or both")
     if not isinstance(read, Read | None) or not isinstance(intervene, Intervention | None):
@@ -811,7 +812,7 @@ def _probe(
     if read is not None:
         batches.add(_check_read(read))
     if intervene is not None:
-        carries = _prepare_intervention(intervene, n_layers, n_heads)
+        carries = prepare_intervention(intervene, n_layers, n_heads)
         batches.add(carries.numel())
     if len(batches) != 1:
         raise ValueError(f"read and intervention disagree on the batch size: {sorted(batches)}")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from helpers.engine import attention, copy_ledger
-from helpers.engine.attention import Intervention, QueryRows, _prepare_intervention, _probe
+from helpers.engine.attention import Intervention, QueryRows, prepare_intervention, probe_state
 from helpers.engine.inputs import Batch, item_batch, one_item_inputs
 from helpers.engine.item import Item
 from helpers.engine.kept_rows import last_layer_at_kept_rows
@@ -127,7 +127,7 @@ def run_head_sets(
     query_rows = query_rows if isinstance(query_rows, str) else _per_copy("query_rows", query_rows, n, length, device)
     bias, factor = _floats("bias", bias, n), _floats("factor", factor, n)
     spec = Intervention(heads=heads, keys=keys, bias=bias, query_rows=query_rows, masking=masking, factor=factor)
-    _prepare_intervention(spec, len(loaded.adapter.candidate_layers), loaded.adapter.n_heads)  # before any forward
+    prepare_intervention(spec, len(loaded.adapter.candidate_layers), loaded.adapter.n_heads)  # before any forward
     per_forward = max(1, max_tokens // item["input_ids"].shape[1])
     parts = [slice(start, start + per_forward) for start in range(0, n, per_forward)]  # the copies of each forward
     start = _unchanged_prefix(loaded.adapter, item, spec, logits_to_keep)
@@ -226,7 +226,7 @@ def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, of
     adapter = loaded.adapter
     used = heads.any(0).any(-1).nonzero().flatten()  # candidate layers holding a head
     if used.numel() == 0:  # every set is empty: the clean forward
-        _prepare_intervention(spec, len(adapter.candidate_layers), adapter.n_heads)
+        prepare_intervention(spec, len(adapter.candidate_layers), adapter.n_heads)
         return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits.repeat(n, 1, 1)
     first = int(used[0])
     split = adapter.candidate_layers[first]  # d0, a decoder-layer index
@@ -254,7 +254,7 @@ def _one_forward(loaded, item: dict, spec: Intervention, logits_to_keep: int, of
     last_rows = logits_to_keep if _kept_rows_carry(heads, query_rows, logits_to_keep) else 0
     try:
         with (
-            _probe(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset),
+            probe_state(loaded, None, spec, shared_layers=shared, same_item=same_item, offset=offset),
             last_layer_at_kept_rows(text_model, last_rows),
         ):
             return loaded.model(**item, use_cache=False, logits_to_keep=logits_to_keep).logits
