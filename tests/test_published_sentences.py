@@ -31,15 +31,7 @@ SENTENCES = [
     ("05_controls", findings.shared_heads_sentence, "table15_shared_heads"),
     ("05_controls", findings.mass_cers_sentence, "table17_mass_cers"),
     ("06_cross_model", findings.per_model_sentence, "table19_second_model"),
-    pytest.param(
-        "06_cross_model",
-        findings.region_contrast_sentence,
-        "table16_region_contrast_models",
-        # the run at fc9fd55: toy-depth-nowords-nodh's cm-ref-out symmetric CERS effect is just under 0.01 and prints
-        # as 0.010 in the CSV, and toy-llava's share printed "-0%" (both fixed since: verdicts judge the numbers as
-        # printed, the share is of the printed values); strict, so the next default run must clear it
-        marks=pytest.mark.xfail(strict=True, reason="published run predates the verdicts and share as printed"),
-    ),
+    ("06_cross_model", findings.region_contrast_sentence, "table16_region_contrast_models"),
     ("08_methods", findings.methods_validation_sentence, "methods_validation"),
     ("08_methods", findings.methods_damage_sentence, "methods_validation"),
 ]
