@@ -25,7 +25,7 @@ selection built on the prompt never touches generated tokens unless ``"all"`` is
 
 Usage (``lm`` is a ``helpers.engine.LoadedModel``)::
 
-    read = Read(query_rows=last_row,                           # [B, T] bool, or "all"
+    read = Read(query_rows=last_row,                     # [B, T] bool, or "all"
                 groups={"panel": panel_keys, "image": image_keys})  # name -> [B, T] bool
     with probe(lm, read=read) as rec:
         lm.model(**inputs)
@@ -169,9 +169,7 @@ def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     if module in _CONTINUING:  # rows [p0, T): the keys and values of the rows before them, their full mask rows
         first_key, first_value, mask_rows = _CONTINUING[module]
         attention_mask = mask_rows[:, :, -query.shape[2] :]  # [1, 1, q, T]: the rows this call runs
-        batch = key.shape[0]
-        key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)  # [B, Hkv, T, D]
-        value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+        key, value = _continued(first_key, first_value, key, value)
     elif module in _RECORDING:
         _RECORDING[module] = (key, value, attention_mask)
     states = [state for state in _ACTIVE if module in state.layer_of]
@@ -260,13 +258,21 @@ def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_v
     graph; the same sums in the same order as the eager small path. query [B, H, q, D]; key and value [B, Hkv, k',
     D], after ``first_key`` and ``first_value`` [1, Hkv, p0, D] when the rows continue an item's first rows."""
     if first_key is not None:
-        batch = key.shape[0]
-        key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)  # [B, Hkv, T, D]
-        value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+        key, value = _continued(first_key, first_value, key, value)
     scores = _scores(query, key) * scaling + mask  # [B, H, q, k]
     if gate is not None:
         scores = scores + torch.where(gate, addend, 0.0)
     return _weighted(scores.softmax(-1), value)
+
+
+def _continued(first_key, first_value, key, value) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values [B, Hkv, T, D]: the clean item's first rows [1, Hkv, p0, D], broadcast over the batch,
+    followed by the call's own rows [B, Hkv, T - p0, D]."""
+    batch = key.shape[0]
+    return (
+        torch.cat([first_key.expand(batch, -1, -1, -1), key], 2),
+        torch.cat([first_value.expand(batch, -1, -1, -1), value], 2),
+    )
 
 
 def _plain(query, key, value, dropout, kwargs) -> bool:
