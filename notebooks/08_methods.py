@@ -29,6 +29,7 @@ model = "toy"
 profile = "default"
 device = "cpu"
 dtype = "float32"
+torch_compile = True  # the NCS and CERS runs in compiled decoder layers, as notebooks 03-05 run theirs
 n_strips = 400  # the 12 settings' discovery runs (notebook 01's, read from the cache)
 n_items = 40  # strips per method, interleaved over corpus x query (helpers.measures.methods.cached.method_items)
 k = None  # the paper's share of the heads (100 of 1,152); or an int, or a share 0 < k < 1
@@ -56,7 +57,7 @@ cache_dir = None
 
 # %%
 from helpers import sizes
-from helpers.engine import load_model
+from helpers.engine import compile_decoder_layers, load_model
 from helpers.figures.methods import plot_method_overlap, plot_method_score_maps
 from helpers.measures.controls import spill_notes
 from helpers.measures.discovery import all_setting_scores, discover_all
@@ -152,6 +153,8 @@ agreement = report.table(agreement, "methods_ablation_agreement", P.out_dir, on=
 # (verdicts.holm_random_sets), the default `n_random`.
 
 # %%
+if P.torch_compile:  # from here on the engine only masks and steers (the scores above ran eager)
+    compile_decoder_layers(lm)
 R, R_any = sizes.n_random(P, "methods"), sizes.n_random(P, "methods_any_layer")
 stats = validation_stats(evaluation, sets, k_top, R, R_any, P.seed)
 spill = spill_notes(sets)
