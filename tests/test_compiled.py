@@ -82,8 +82,9 @@ def test_compiled_layers_hide_and_steer_inside_their_graph_and_keep_the_guards(t
 def test_small_attention_equals_sdpa(toy, monkeypatch):
     lm, single, grid, sets = toy
     calls = []
-    scores = attention._scores
-    monkeypatch.setattr(attention, "_scores", lambda *args: calls.append(1) or scores(*args))
+    for name in ("_scores", "_in_graph"):  # the eager small path's logits; the compiled layers' attention
+        counted = getattr(attention, name)
+        monkeypatch.setattr(attention, name, lambda *args, counted=counted: calls.append(1) or counted(*args))
     small = _paths(lm, single, grid, sets)
     assert len(calls) >= 5 * len(lm.adapter.candidate_layers)  # every path went through the small attention
     monkeypatch.setattr(attention, "SMALL_KEYS", 0)  # every call through sdpa
