@@ -26,7 +26,9 @@ what a load from other processes changes least):
   the image tokens of each item: what the graded default costs `make figures`;
 - the kernels under each copy, one against the other on an NCS and a CERS call: glibc's allocator keeping
   freed activations against its defaults (two processes each, alternated), the small-attention path against
-  sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities).
+  sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities);
+- compiled layers with one symbol per dynamic size against dynamo's duck sizing, on an NCS call whose forwards hold
+  as many copies as rows (two fresh processes each, alternated).
 
 Everything after the kernels runs with compiled decoder layers, as notebooks 03-05 do by default.
 
@@ -85,11 +87,11 @@ def _interleaved(calls: dict, repeats: int, clock=_cpu_seconds) -> dict[str, flo
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def _sets(lm) -> np.ndarray:
-    """[21, L, H]: co-ref-qsp's S and 20 layer-matched random sets (the published head-set)."""
+def _sets(lm, n_random: int = 20) -> np.ndarray:
+    """[1 + n_random, L, H]: co-ref-qsp's S and n_random layer-matched random sets (the published head-set)."""
     n_layers, n_heads = len(lm.adapter.candidate_layers), lm.adapter.n_heads
     head_set = load_settings(paths.DATA / "headsets", SETTINGS, "toy", n_layers, n_heads, "")["co-ref-qsp"]
-    return with_controls(head_set, layer_matched_sets(head_set, 20, (0, 1)))
+    return with_controls(head_set, layer_matched_sets(head_set, n_random, (0, 1)))
 
 
 def cuts(lm, repeats: int) -> dict:
@@ -411,6 +413,41 @@ print(json.dumps(out))
 """
 
 
+SIZING_RUN = """
+import json, sys, time
+import torch
+import torch.fx.experimental._config
+from bench.bench_figures import _sets
+from helpers.engine import HIDE, build_batch, compile_decoder_layers, load_model, run_head_sets
+from helpers.stimuli.corpora import load_corpus, single_image_items
+torch.set_num_threads(1)
+lm = load_model("toy")
+compile_decoder_layers(lm)
+torch.fx.experimental._config.use_duck_shape = sys.argv[1] == "duck"
+batch = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched"))
+sets = torch.as_tensor(_sets(lm, 63))
+call = lambda: run_head_sets(lm, batch.inputs, sets, batch.image_mask, HIDE, "all", 1)
+call()
+start = time.process_time()
+for _ in range(int(sys.argv[2])):
+    call()
+print(json.dumps((time.process_time() - start) / int(sys.argv[2])))
+"""
+
+
+def sizing(repeats: int) -> dict:
+    """Seconds of an NCS call of 64 sets (05's sets per forward) on a 47-token item, whose 43 rows after the shared
+    prefix run in forwards of 2048 // 47 = 43 copies, under compiled layers with one symbol per dynamic size (kept)
+    against dynamo's duck sizing (one symbol for sizes equal at tracing); fresh processes, alternated."""
+    runs = {"kept": [], "duck": []}
+    for _ in range(max(2, repeats // 2)):
+        for setting, times in runs.items():
+            command = [sys.executable, "-c", SIZING_RUN, setting, str(repeats)]
+            times.append(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout))
+    kept, duck = statistics.median(runs["kept"]), statistics.median(runs["duck"])
+    return {"seconds": {"kept": kept, "duck": duck}, "factor": duck / kept}
+
+
 def kernels(lm, repeats: int) -> dict:
     """Seconds of an NCS and a CERS call under each kernel choice against its alternative, and max |dP|."""
     calls = _calls(lm)
@@ -477,7 +514,7 @@ def main() -> None:
     torch.set_num_threads(1)
     copy_ledger.install_counter()  # as in a run: the cached steering run keeps its copies' digests
     lm = load_model("toy")
-    result = {"kernels": kernels(lm, args.repeats)}
+    result = {"kernels": kernels(lm, args.repeats), "sizing": sizing(args.repeats)}
     compile_decoder_layers(lm)  # as notebooks 03-05 run by default
     result |= {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
     result["call_parts"] = call_parts(lm, result["floor"], 4 * args.repeats)
@@ -502,6 +539,11 @@ def _print(result: dict) -> None:
             f"= {k['ncs']['factor']:.2f}x, CERS call {1e3 * k['cers']['seconds']['kept']:.0f} ms vs "
             f"{1e3 * k['cers']['seconds']['other']:.0f} ms = {k['cers']['factor']:.2f}x{deviation}"
         )
+    z = result["sizing"]
+    print(
+        f"compiled layers, one symbol per size vs duck sizing (NCS call, 64 sets, batch = rows = 43): "
+        f"{1e3 * z['seconds']['kept']:.0f} ms vs {1e3 * z['seconds']['duck']:.0f} ms = {z['factor']:.2f}x"
+    )
     for kind in ("cers", "ncs"):
         c = result["cuts"][kind]
         print(

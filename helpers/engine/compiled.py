@@ -43,8 +43,8 @@ def compile_decoder_layers(loaded) -> None:
     # back to eager (with a warning in the notebook)
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     # one symbol per dynamic size, even where two sizes are equal when a graph is first traced: run_head_sets runs
-    # 2048 // T copies of T - p0 rows, equal for a 47-token item, and a graph traced with batch == rows indexed its
-    # attention weights through floor divisions of that one symbol, a scalar copy 60x slower than the general graph's
+    # 2048 // T copies of T - p0 rows, equal for a 47-token item, and a graph traced with batch == rows indexes its
+    # tensors through floor divisions of that one symbol (bench_figures.sizing: such a call 1.05x slower)
     torch.fx.experimental._config.use_duck_shape = False
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPU
     adapter = loaded.adapter
