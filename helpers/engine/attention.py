@@ -175,14 +175,15 @@ def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     states = [state for state in _ACTIVE if module in state.layer_of]
     if _small(query, key, value, attention_mask, dropout, kwargs):
         scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-        scores = _scores(query, key).mul_(scaling).add_(attention_mask)  # [B, H, q, k]
+        grouped = _scores(query, key)  # [B, Hkv, g, q, k]
+        scores = grouped.view(query.shape[:2] + grouped.shape[-2:]).mul_(scaling).add_(attention_mask)  # [B, H, q, k]
         args = (query, key, value, attention_mask, scaling, scores)
         replaced = [_apply(state, module, None, *args) for state in states]
         weights = scores.softmax(-1)
         for index, changed, reweighted in filter(None, replaced):  # maskings other than hide: the pairs' weights
             flat = weights.view(-1, *weights.shape[2:])  # [B * H, q, k]
             flat[index] = torch.where(changed[..., None], reweighted(flat[index]), flat[index])
-        return _weighted(weights, value), None
+        return _weighted(weights.view(grouped.shape), value), None
     copies = any(state.same_item for state in states)
     if _is_plain_causal(attention_mask, first_copy=copies):  # the causal kernel skips the masked half
         output, _ = sdpa_attention_forward(
@@ -255,24 +256,16 @@ def _in_graph_intervention(state: _State, module, batch: int, attention_mask) ->
 
 def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value) -> torch.Tensor:
     """softmax(q k^T s + mask + the addend at the gated heads) v [B, q, H, D], traced into the compiled layer's
-    graph: the eager small path's sums, with the logits kept in the batched matmuls' layout [B, Hkv, g, q, k] (as
-    [B, H, q, k] between the two matmuls, inductor copied the weights with per-element index arithmetic, 1.7-2.7x
-    slower). query [B, H, q, D]; key and value [B, Hkv, k', D], after ``first_key`` and ``first_value`` [1, Hkv,
-    p0, D] when the rows continue an item's first rows; mask [B or 1, 1, q, k]; gate [B, H, 1, 1]; addend [U', 1,
-    q, k]."""
+    graph: the eager small path's sums, with the logits in the grouped layout [B, Hkv, g, q, k] throughout (a
+    [B, H, q, k] view between the two matmuls makes inductor copy the weights with per-element index arithmetic).
+    query [B, H, q, D]; key and value [B, Hkv, k', D], after ``first_key`` and ``first_value`` [1, Hkv, p0, D] when
+    the rows continue an item's first rows; mask [B or 1, 1, q, k]; gate [B, H, 1, 1]; addend [U', 1, q, k]."""
     if first_key is not None:
         key, value = _continued(first_key, first_value, key, value)
-    batch, n_heads, q_len, dim = query.shape
-    n_kv, k_len = key.shape[1], key.shape[2]
-    group = n_heads // n_kv
-    grouped = query.reshape(batch * n_kv, group * q_len, dim)  # [B * Hkv, g * q, D]
-    scores = torch.bmm(grouped, key.reshape(batch * n_kv, k_len, dim).transpose(1, 2))  # [B * Hkv, g * q, k]
-    scores = scores.view(batch, n_kv, group, q_len, k_len) * scaling + mask[:, :, None]  # [B, Hkv, g, q, k]
+    scores = _scores(query, key) * scaling + mask[:, :, None]  # [B, Hkv, g, q, k]
     if gate is not None:
-        scores = scores + torch.where(gate.reshape(batch, n_kv, group, 1, 1), addend[:, :, None], 0.0)
-    weights = scores.softmax(-1).view(batch * n_kv, group * q_len, k_len)
-    out = torch.bmm(weights, value.reshape(batch * n_kv, k_len, -1))  # [B * Hkv, g * q, D]
-    return out.view(batch, n_heads, q_len, -1).transpose(1, 2).contiguous()
+        scores = scores + torch.where(gate.reshape(scores.shape[:3] + (1, 1)), addend[:, :, None], 0.0)
+    return _weighted(scores.softmax(-1), value)
 
 
 def _continued(first_key, first_value, key, value) -> tuple[torch.Tensor, torch.Tensor]:
@@ -312,19 +305,21 @@ def _small(query, key, value, attention_mask, dropout, kwargs) -> bool:
 
 
 def _scores(query, key) -> torch.Tensor:
-    """q k^T [B, H, q, k]; each key head serves its group of query heads without being repeated."""
+    """q k^T [B, Hkv, g, q, k], query head i * g + j at [:, i, j]: each key head serves its group of query heads
+    without being repeated."""
     batch, n_heads, q_len, dim = query.shape
     n_kv, k_len = key.shape[1], key.shape[2]
-    grouped = query.reshape(batch, n_kv, n_heads // n_kv * q_len, dim)  # [B, Hkv, g * q, D]
-    return torch.matmul(grouped, key.transpose(-1, -2)).view(batch, n_heads, q_len, k_len)
+    group = n_heads // n_kv
+    grouped = query.reshape(batch * n_kv, group * q_len, dim)  # [B * Hkv, g * q, D]
+    scores = torch.bmm(grouped, key.reshape(batch * n_kv, k_len, dim).transpose(1, 2))  # [B * Hkv, g * q, k]
+    return scores.view(batch, n_kv, group, q_len, k_len)
 
 
 def _weighted(weights, value) -> torch.Tensor:
-    """Attention weights [B, H, q, k] times values [B, Hkv, k, D] -> output [B, q, H, D] (sdpa's layout)."""
-    batch, n_heads, q_len, k_len = weights.shape
-    n_kv = value.shape[1]
-    out = torch.matmul(weights.view(batch, n_kv, n_heads // n_kv * q_len, k_len), value)  # [B, Hkv, g * q, D]
-    return out.view(batch, n_heads, q_len, -1).transpose(1, 2).contiguous()
+    """Attention weights [B, Hkv, g, q, k] times values [B, Hkv, k, D] -> output [B, q, H, D] (sdpa's layout)."""
+    batch, n_kv, group, q_len, k_len = weights.shape
+    out = torch.bmm(weights.reshape(batch * n_kv, group * q_len, k_len), value.reshape(batch * n_kv, k_len, -1))
+    return out.view(batch, n_kv * group, q_len, -1).transpose(1, 2).contiguous()
 
 
 def _apply(state: _State, module, output, query, key, value, attention_mask, scaling, scores=None):
