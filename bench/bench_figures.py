@@ -28,7 +28,10 @@ what a load from other processes changes least):
   freed activations against its defaults (two processes each, alternated), the small-attention path against
   sdpa, torch.compile'd decoder layers against eager ones (with the largest deviation of the probabilities);
 - compiled layers with one symbol per dynamic size against dynamo's duck sizing, on an NCS call whose forwards hold
-  as many copies as rows (two fresh processes each, alternated).
+  as many copies as rows (two fresh processes each, alternated);
+- one layer's attention as the compiled layers run it (two batched matmuls around a softmax) against torch's
+  flex_attention, each compiled, on the first intervened layer's real mask, gate, addend and continued keys of the
+  NCS and the CERS call (random queries, keys and values), with the largest deviation of the outputs.
 
 Everything after the kernels runs with compiled decoder layers, as notebooks 03-05 do by default.
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import resource
 import statistics
@@ -448,6 +452,87 @@ def sizing(repeats: int) -> dict:
     return {"seconds": {"kept": kept, "duck": duck}, "factor": duck / kept}
 
 
+def _layer_attention_inputs(lm) -> dict:
+    """Per call (NCS, CERS): what the first layer holding a head hands its compiled graph (attention.in_graph_inputs:
+    mask, gate, addend, the continued rows' keys and values) and the layer's batch and rows, from one compiled call."""
+    seen = {}
+    original = attention.in_graph_inputs
+
+    def recording(module, hidden_states, attention_mask):
+        dense = original(module, hidden_states, attention_mask)
+        if dense is not None and dense[1] is not None and "dense" not in seen:
+            seen.update(dense=dense, batch=hidden_states.shape[0], rows=hidden_states.shape[1])
+        return dense
+
+    out = {}
+    for kind, call in _calls(lm).items():
+        seen.clear()
+        with mock.patch.object(attention, "in_graph_inputs", recording):
+            call()
+        out[kind] = dict(seen)
+    return out
+
+
+def flex(lm, repeats: int) -> dict:
+    """Seconds of one layer's attention as the compiled layers run it (attention.IN_GRAPH: two batched matmuls around
+    a softmax over the materialised logits) against torch's flex_attention (blockwise, the logits never whole), each
+    compiled on its own, at the first intervened layer of the NCS and the CERS call (_flex_against_in_graph); max
+    |deviation| of the outputs. ``lm``: compiled layers (the inputs are theirs)."""
+    config = lm.adapter.language_model(lm.model).config
+    n_heads = config.num_attention_heads
+    shape = (n_heads, config.num_key_value_heads, getattr(config, "head_dim", None) or config.hidden_size // n_heads)
+    return {kind: _flex_against_in_graph(seen, *shape, repeats) for kind, seen in _layer_attention_inputs(lm).items()}
+
+
+def _flex_against_in_graph(seen: dict, n_heads: int, n_kv: int, dim: int, repeats: int) -> dict:
+    """The two attentions on one layer's real mask, gate, addend and continued keys and values (``seen``,
+    _layer_attention_inputs), random queries and the layer's own keys and values. Flex takes the mask and the gated
+    addend as its score_mod, and concatenates the continued keys inside its compiled function as the in-graph
+    attention does."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    mask, gate, addend, first_key, first_value = seen["dense"]
+    batch, rows, scaling = seen["batch"], seen["rows"], dim**-0.5
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(batch, n_heads, rows, dim, generator=generator)  # [B, H, q, D]
+    key, value = (torch.randn(batch, n_kv, rows, dim, generator=generator) for _ in range(2))  # [B, Hkv, q, D]
+    gates = gate[:, :, 0, 0]  # [B, H]
+    masks, addends = (_per_copy_or_shared(x[:, 0]) for x in (mask, addend))  # [B or 1, 1, q, k] -> (b, q, k) -> bias
+
+    def score_mod(score, b, h, q, k):
+        return score + masks(b, q, k) + torch.where(gates[b, h], addends(b, q, k), 0.0)
+
+    def by_flex(query, key, value):
+        if first_key is not None:
+            key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)
+            value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+        output = flex_attention(query, key, value, score_mod=score_mod, scale=scaling, enable_gqa=True)
+        return output.transpose(1, 2)  # [B, q, H, D], as the in-graph attention returns it
+
+    def in_graph(query, key, value):
+        dense = {attention.IN_GRAPH: seen["dense"]}
+        return attention.head_probe_attention(None, query, key, value, None, scaling=scaling, **dense)[0]
+
+    runs = {"in_graph": torch.compile(in_graph, dynamic=True), "flex": torch.compile(by_flex)}
+    outputs = {name: run(query, key, value) for name, run in runs.items()}  # compiles both
+    t = _interleaved({name: functools.partial(run, query, key, value) for name, run in runs.items()}, repeats)
+    return {
+        "shape": {"batch": batch, "heads": n_heads, "rows": rows, "keys": mask.shape[-1], "dim": dim},
+        "seconds": t,
+        "factor": t["flex"] / t["in_graph"],
+        "max_abs_deviation": float((outputs["flex"] - outputs["in_graph"]).abs().max()),
+    }
+
+
+def _per_copy_or_shared(values: torch.Tensor):
+    """(b, q, k) -> values[b, q, k] for per-copy values [B, q, k], values[q, k] for shared ones [1, q, k] (flex's
+    score_mod; its CPU template fails to compile a constant batch index)."""
+    if values.shape[0] > 1:
+        return lambda b, q, k: values[b, q, k]
+    shared = values[0]
+    return lambda b, q, k: shared[q, k]
+
+
 def kernels(lm, repeats: int) -> dict:
     """Seconds of an NCS and a CERS call under each kernel choice against its alternative, and max |dP|."""
     calls = _calls(lm)
@@ -516,6 +601,7 @@ def main() -> None:
     lm = load_model("toy")
     result = {"kernels": kernels(lm, args.repeats), "sizing": sizing(args.repeats)}
     compile_decoder_layers(lm)  # as notebooks 03-05 run by default
+    result["flex"] = flex(lm, 4 * args.repeats)
     result |= {"cuts": cuts(lm, args.repeats), "prefix_rows": prefix_rows(lm, args.repeats), "floor": matmul_floor(lm)}
     result["call_parts"] = call_parts(lm, result["floor"], 4 * args.repeats)
     result["workers"] = worker_speedup(lm, args.workers, max(2, args.repeats // 2))
@@ -544,6 +630,13 @@ def _print(result: dict) -> None:
         f"compiled layers, one symbol per size vs duck sizing (NCS call, 64 sets, batch = rows = 43): "
         f"{1e3 * z['seconds']['kept']:.0f} ms vs {1e3 * z['seconds']['duck']:.0f} ms = {z['factor']:.2f}x"
     )
+    for kind, f in result["flex"].items():
+        shape = " x ".join(f"{v} {k}" for k, v in f["shape"].items())
+        print(
+            f"{kind} call's attention at its first intervened layer ({shape}): in-graph matmuls "
+            f"{1e3 * f['seconds']['in_graph']:.1f} ms vs flex_attention {1e3 * f['seconds']['flex']:.1f} ms = "
+            f"{f['factor']:.2f}x, max |deviation| {f['max_abs_deviation']:.1e}"
+        )
     for kind in ("cers", "ncs"):
         c = result["cuts"][kind]
         print(
