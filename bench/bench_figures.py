@@ -478,9 +478,7 @@ def flex(lm, repeats: int) -> dict:
     a softmax over the materialised logits) against torch's flex_attention (blockwise, the logits never whole), each
     compiled on its own, at the first intervened layer of the NCS and the CERS call (_flex_against_in_graph); max
     |deviation| of the outputs. ``lm``: compiled layers (the inputs are theirs)."""
-    config = lm.adapter.language_model(lm.model).config
-    n_heads = config.num_attention_heads
-    shape = (n_heads, config.num_key_value_heads, getattr(config, "head_dim", None) or config.hidden_size // n_heads)
+    shape = (lm.adapter.n_heads, lm.adapter.n_kv_heads, lm.adapter.head_dim)
     return {kind: _flex_against_in_graph(seen, *shape, repeats) for kind, seen in _layer_attention_inputs(lm).items()}
 
 
