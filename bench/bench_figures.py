@@ -502,8 +502,7 @@ def _flex_against_in_graph(seen: dict, n_heads: int, n_kv: int, dim: int, repeat
 
     def by_flex(query, key, value):
         if first_key is not None:
-            key = torch.cat([first_key.expand(batch, -1, -1, -1), key], 2)
-            value = torch.cat([first_value.expand(batch, -1, -1, -1), value], 2)
+            key, value = attention._continued(first_key, first_value, key, value)
         output = flex_attention(query, key, value, score_mod=score_mod, scale=scaling, enable_gqa=True)
         return output.transpose(1, 2)  # [B, q, H, D], as the in-graph attention returns it
 
