@@ -112,3 +112,75 @@ def test_forked_workers_compile_without_waiting_on_the_parent(tmp_path, monkeypa
         runs[name] = steering_run(lm, "co", 8, 0, sets, 10.0, "all", cache, chunk=2)
     for key in runs["eager"]:
         np.testing.assert_allclose(runs["compiled"][key], runs["eager"][key], atol=1e-6, rtol=0, err_msg=key)
+
+
+def test_row_blocks_only_where_no_row_sees_a_later_key():
+    lowest = torch.finfo(torch.float32).min
+    causal = torch.full((40, 44), lowest).triu(5)[None, None]  # [1, 1, q, k]: row i sees keys 0 .. i + 4
+    assert attention.row_blocks(causal) == attention.ROW_BLOCKS
+    assert attention.row_blocks(causal[..., 9:, :]) == 1  # 31 rows: too few to split
+    causal[0, 0, 3, 20] = 0.0  # in place: row 3 now sees a later key
+    assert attention.row_blocks(causal) == 1
+    blind = torch.full((40, 44), lowest).triu(5)[None, None]
+    blind[0, 0, 7] = lowest  # row 7 sees no key: its weights spread over every key the block holds
+    assert attention.row_blocks(blind) == 1
+    padded = torch.full((2, 1, 40, 44), lowest).triu(5)
+    padded[1, :, :, :3] = lowest  # the second row's first keys are padding
+    assert attention.row_blocks(padded) == attention.ROW_BLOCKS
+
+
+def test_row_blocks_give_the_whole_rows_attention():
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(3, 4, 40, 8, generator=generator)  # [B, H, q, D]
+    key, value = (torch.randn(3, 2, 40, 8, generator=generator) for _ in range(2))  # [B, Hkv, q, D]
+    first_key, first_value = (torch.randn(1, 2, 4, 8, generator=generator) for _ in range(2))  # [1, Hkv, p0, D]
+    mask = torch.full((40, 44), torch.finfo(torch.float32).min).triu(5)[None, None]  # [1, 1, q, k]
+    gate = torch.rand(3, 4, 1, 1, generator=generator) < 0.5
+    addend = torch.randn(3, 1, 40, 44, generator=generator)
+    inputs = (query, key, value, 0.3, mask, gate, addend, first_key, first_value)
+    whole = attention._in_graph(*inputs, 1)
+    assert attention.row_blocks(mask) == 4
+    torch.testing.assert_close(attention._in_graph(*inputs, 4), whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(attention._in_graph(*inputs, 3), whole, atol=1e-6, rtol=0)
+
+
+@torch.no_grad()
+def test_static_graphs_take_any_batch_and_give_way_to_the_symbolic_one(toy, monkeypatch):
+    """Copies at every row run the static graph in row blocks, the last row alone in one; a new number of
+    sets compiles nothing; past STATIC_SHAPES (rows, keys) pairs a layer runs its symbolic graph, with the eager
+    results either way."""
+    from torch._dynamo.utils import counters
+
+    from helpers.engine import compiled as compiled_module
+
+    lm, single, grid, sets = toy
+    every_row = run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
+    steered = run_head_sets(lm, grid.inputs, sets, grid.image_mask, 10.0, "all", 1)
+    compile_decoder_layers(lm)
+    layer = lm.adapter.language_model(lm.model).layers[1]
+    ran = []
+    for name in ("static", "symbolic"):
+        monkeypatch.setattr(
+            layer.forward,
+            name,
+            lambda *a, run=getattr(layer.forward, name), name=name, **k: ran.append(name) or run(*a, **k),
+        )
+    blocks = []
+    row_blocks = attention.row_blocks
+    monkeypatch.setattr(attention, "row_blocks", lambda mask: blocks.append(row_blocks(mask)) or blocks[-1])
+    run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
+    assert ran == ["static"] and set(blocks) == {attention.ROW_BLOCKS}
+    graphs = counters["stats"]["unique_graphs"]
+    torch.testing.assert_close(
+        run_head_sets(lm, single.inputs, sets[:3], single.image_mask, HIDE, "all", 1), every_row[:3], atol=1e-5, rtol=0
+    )
+    assert counters["stats"]["unique_graphs"] == graphs  # the batch is a symbol of the static graph
+    blocks.clear()
+    run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, single.last_prompt_mask, 1)
+    assert set(blocks) == {1}  # the last row alone: nothing to split
+    ran.clear()
+    monkeypatch.setattr(compiled_module, "STATIC_SHAPES", len(layer.forward.static_shapes))
+    torch.testing.assert_close(
+        run_head_sets(lm, grid.inputs, sets, grid.image_mask, 10.0, "all", 1), steered, atol=1e-5, rtol=0
+    )
+    assert ran == ["symbolic"]

@@ -75,6 +75,9 @@ ATTENTION = "head_probe"
 HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
 READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
 SMALL_KEYS = 256  # up to this many keys, fp32 attention on the CPU runs as matmuls (_small)
+ROW_BLOCKS = 4  # the compiled layers' causal rows in this many blocks where their shapes are static (row_blocks)
+BLOCKED_ROWS = 32  # ... for at least this many rows
+_LAST_MASK: dict = {}  # row_blocks' answer for the last mask it saw, and that mask
 PLAIN_KWARGS = {"sliding_window", "position_ids", "cache_position", "is_causal", "use_cache"}  # _small ignores them
 
 QueryRows = torch.Tensor | str  # a [B, T] bool selection of query rows, or "all"
@@ -254,18 +257,45 @@ def _in_graph_intervention(state: _State, module, batch: int, attention_mask) ->
     return state.intervene.heads[:, layer, :, None, None], _addend(selection)[:, None]
 
 
-def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value) -> torch.Tensor:
+def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value, blocks) -> torch.Tensor:
     """softmax(q k^T s + mask + the addend at the gated heads) v [B, q, H, D], traced into the compiled layer's
     graph: the eager small path's sums, with the logits in the grouped layout [B, Hkv, g, q, k] throughout (a
     [B, H, q, k] view between the two matmuls makes inductor copy the weights with per-element index arithmetic).
     query [B, H, q, D]; key and value [B, Hkv, k', D], after ``first_key`` and ``first_value`` [1, Hkv, p0, D] when
-    the rows continue an item's first rows; mask [B or 1, 1, q, k]; gate [B, H, 1, 1]; addend [U', 1, q, k]."""
+    the rows continue an item's first rows; mask [B or 1, 1, q, k]; gate [B, H, 1, 1]; addend [U', 1, q, k].
+    ``blocks`` > 1 (a causal mask, see row_blocks): the rows in that many blocks, each over the keys up to its last
+    row, which skips most of the masked half of the logits."""
     if first_key is not None:
         key, value = _continued(first_key, first_value, key, value)
-    scores = _scores(query, key) * scaling + mask[:, :, None]  # [B, Hkv, g, q, k]
-    if gate is not None:
-        scores = scores + torch.where(gate.reshape(scores.shape[:3] + (1, 1)), addend[:, :, None], 0.0)
-    return _weighted(scores.softmax(-1), value)
+    q_len, k_len = query.shape[2], key.shape[2]
+    outputs = []
+    for block in range(blocks):
+        rows = slice(q_len * block // blocks, q_len * (block + 1) // blocks)
+        seen = k_len - q_len + rows.stop  # the block's rows attend to no key after this one
+        scores = _scores(query[:, :, rows], key[:, :, :seen]) * scaling + mask[:, :, None, rows, :seen]
+        if gate is not None:  # [B, Hkv, g, r, k']
+            scores = scores + torch.where(
+                gate.reshape(scores.shape[:3] + (1, 1)), addend[:, :, None, rows, :seen], 0.0
+            )
+        outputs.append(_weighted_by_head(scores.softmax(-1), value[:, :, :seen]))  # [B, H, r, D]
+    return (outputs[0] if blocks == 1 else torch.cat(outputs, 2)).transpose(1, 2).contiguous()
+
+
+def row_blocks(mask) -> int:
+    """How many row blocks _in_graph runs under ``mask`` [B or 1, 1, q, k]: ROW_BLOCKS where there are at least
+    BLOCKED_ROWS rows, every row sees a key and none sees a key after its own position (k - q + its index), else 1
+    (rows whole: a row that sees no key spreads its weight over every key)."""
+    q_len, k_len = mask.shape[-2:]
+    if q_len < BLOCKED_ROWS:
+        return 1
+    identity = (mask.data_ptr(), mask.shape, mask.stride(), mask._version)
+    if _LAST_MASK.get("identity") != identity:  # the layers of one forward share their mask
+        seen = mask > torch.finfo(mask.dtype).min / 2  # [B or 1, 1, q, k]
+        later = torch.ones(q_len, k_len, dtype=torch.bool, device=mask.device).triu(k_len - q_len + 1)
+        causal = seen.any(-1).all() and not seen[..., later].any()
+        # holding the mask keeps its memory from serving another tensor under the same identity
+        _LAST_MASK.update(identity=identity, mask=mask, blocks=ROW_BLOCKS if causal else 1)
+    return _LAST_MASK["blocks"]
 
 
 def _continued(first_key, first_value, key, value) -> tuple[torch.Tensor, torch.Tensor]:
@@ -317,9 +347,14 @@ def _scores(query, key) -> torch.Tensor:
 
 def _weighted(weights, value) -> torch.Tensor:
     """Attention weights [B, Hkv, g, q, k] times values [B, Hkv, k, D] -> output [B, q, H, D] (sdpa's layout)."""
+    return _weighted_by_head(weights, value).transpose(1, 2).contiguous()
+
+
+def _weighted_by_head(weights, value) -> torch.Tensor:
+    """Attention weights [B, Hkv, g, q, k] times values [B, Hkv, k, D] -> output [B, H, q, D]."""
     batch, n_kv, group, q_len, k_len = weights.shape
     out = torch.bmm(weights.reshape(batch * n_kv, group * q_len, k_len), value.reshape(batch * n_kv, k_len, -1))
-    return out.view(batch, n_kv * group, q_len, -1).transpose(1, 2).contiguous()
+    return out.view(batch, n_kv * group, q_len, -1)
 
 
 def _apply(state: _State, module, output, query, key, value, attention_mask, scaling, scores=None):
