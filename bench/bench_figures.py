@@ -59,6 +59,7 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from helpers.engine import HIDE, attention, build_batch, compile_decoder_layers, copy_ledger, load_model, run_head_sets
+from helpers.engine import compiled as compiled_layers
 from helpers.engine.mcq import letter_probs, letter_probs_under
 from helpers.measures import steering
 from helpers.measures.controls import layer_matched_sets, with_controls
@@ -585,7 +586,33 @@ def kernels(lm, repeats: int) -> dict:
     compare(
         "torch.compile'd decoder layers", *({k: t[(s, k)] for k in calls} for s in ("compiled", "eager")), deviation
     )
+
+    symbolic_lm = load_model("toy")  # its layers never take a static graph
+    compile_decoder_layers(symbolic_lm)
+    symbolic = {kind: _without_static_shapes(call) for kind, call in _calls(symbolic_lm).items()}
+    for call in symbolic.values():
+        call()  # compiles
+    t = _interleaved(
+        {**{("static", k): c for k, c in compiled.items()}, **{("symbolic", k): c for k, c in symbolic.items()}},
+        repeats,
+    )
+    deviation = max(float((compiled[k]() - symbolic[k]()).abs().max()) for k in calls)
+    compare(
+        "compiled layers: static rows and keys, causal rows in blocks",
+        *({k: t[(s, k)] for k in calls} for s in ("static", "symbolic")),
+        deviation,
+    )
     return out
+
+
+def _without_static_shapes(call):
+    """``call`` with every compiled layer's shapes symbolic and its rows whole (no static graph)."""
+
+    def run():
+        with mock.patch.object(compiled_layers, "STATIC_SHAPES", 0):
+            return call()
+
+    return run
 
 
 def main() -> None:
