@@ -77,7 +77,7 @@ READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the 
 SMALL_KEYS = 256  # up to this many keys, fp32 attention on the CPU runs as matmuls (_small)
 ROW_BLOCKS = 4  # the compiled layers' causal rows in this many blocks where their shapes are static (row_blocks)
 BLOCKED_ROWS = 32  # ... for at least this many rows
-_LAST_MASK: dict = {}  # row_blocks' answer for the last mask it saw, and that mask
+_ROW_BLOCKS_MEMO: dict = {}  # row_blocks' answer for the last mask it saw (_kept_for_mask)
 PLAIN_KWARGS = {"sliding_window", "position_ids", "cache_position", "is_causal", "use_cache"}  # _small ignores them
 
 QueryRows = torch.Tensor | str  # a [B, T] bool selection of query rows, or "all"
@@ -288,14 +288,23 @@ def row_blocks(mask) -> int:
     q_len, k_len = mask.shape[-2:]
     if q_len < BLOCKED_ROWS:
         return 1
-    identity = (mask.data_ptr(), mask.shape, mask.stride(), mask._version)
-    if _LAST_MASK.get("identity") != identity:  # the layers of one forward share their mask
+
+    def blocks():
         seen = mask > torch.finfo(mask.dtype).min / 2  # [B or 1, 1, q, k]
         later = torch.ones(q_len, k_len, dtype=torch.bool, device=mask.device).triu(k_len - q_len + 1)
-        causal = seen.any(-1).all() and not seen[..., later].any()
-        # holding the mask keeps its memory from serving another tensor under the same identity
-        _LAST_MASK.update(identity=identity, mask=mask, blocks=ROW_BLOCKS if causal else 1)
-    return _LAST_MASK["blocks"]
+        return ROW_BLOCKS if seen.any(-1).all() and not seen[..., later].any() else 1
+
+    return _kept_for_mask(_ROW_BLOCKS_MEMO, mask, None, blocks)
+
+
+def _kept_for_mask(memo: dict, mask, detail, compute):
+    """``compute()`` for ``mask`` and ``detail``, kept in ``memo`` for the last mask asked about: every layer of a
+    forward gets the same mask (or the same view of it), known by its address, shape, strides and version. The memo
+    holds the mask, so its memory cannot serve another tensor under the same identity."""
+    identity = (mask.data_ptr(), mask.shape, mask.stride(), mask._version, detail)
+    if memo.get("identity") != identity:
+        memo.update(identity=identity, mask=mask, value=compute())
+    return memo["value"]
 
 
 def _continued(first_key, first_value, key, value) -> tuple[torch.Tensor, torch.Tensor]:
@@ -398,24 +407,22 @@ def _check_batch(state: _State, batch: int) -> None:
 
 def _is_plain_causal(attention_mask, first_copy: bool = False) -> bool:
     """True for a float mask [B, 1, T, T] that only hides the future (no padding, window or bidirectional block);
-    ``first_copy``: the batch rows are copies of one item, so only the first is checked. Every layer of a
-    forward gets the same mask tensor, so the answer is kept for it (while it is not modified in place)."""
+    ``first_copy``: the batch rows are copies of one item, so only the first is checked. Kept per mask."""
     if attention_mask is None or attention_mask.dtype == torch.bool:
         return False
     size = attention_mask.shape[-1]
     if size < 2 or attention_mask.shape[-2] != size:  # decode steps, cached prefill
         return False
-    seen, version, first, verdict = _CAUSAL_MEMO
-    if seen is attention_mask and version == attention_mask._version and first == first_copy:
-        return verdict
-    checked = attention_mask[:1] if first_copy else attention_mask
-    allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()  # [T, T]
-    verdict = bool(((checked == 0) == allowed).all())
-    _CAUSAL_MEMO[:] = [attention_mask, attention_mask._version, first_copy, verdict]
-    return verdict
+
+    def verdict():
+        checked = attention_mask[:1] if first_copy else attention_mask
+        allowed = torch.ones(size, size, dtype=torch.bool, device=attention_mask.device).tril()  # [T, T]
+        return bool(((checked == 0) == allowed).all())
+
+    return _kept_for_mask(_CAUSAL_MEMO, attention_mask, first_copy, verdict)
 
 
-_CAUSAL_MEMO = [None, -1, False, False]  # the last mask checked, its version, first_copy, the verdict
+_CAUSAL_MEMO: dict = {}  # _is_plain_causal's verdict for the last mask it checked (_kept_for_mask)
 
 
 @contextmanager
