@@ -508,7 +508,7 @@ def _flex_against_in_graph(seen: dict, n_heads: int, n_kv: int, dim: int, repeat
         return output.transpose(1, 2)  # [B, q, H, D], as the in-graph attention returns it
 
     def in_graph(query, key, value):
-        dense = {attention.IN_GRAPH: (*seen["dense"], 1)}  # rows whole, as a graph with symbolic rows runs them
+        dense = {attention.IN_GRAPH: (*seen["dense"], False)}  # rows whole, as a graph with symbolic rows runs them
         return attention.head_probe_attention(None, query, key, value, None, scaling=scaling, **dense)[0]
 
     runs = {"in_graph": torch.compile(in_graph, dynamic=True), "flex": torch.compile(by_flex)}

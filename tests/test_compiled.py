@@ -114,22 +114,33 @@ def test_forked_workers_compile_without_waiting_on_the_parent(tmp_path, monkeypa
         np.testing.assert_allclose(runs["compiled"][key], runs["eager"][key], atol=1e-6, rtol=0, err_msg=key)
 
 
-def test_row_blocks_only_where_no_row_sees_a_later_key():
+def test_causal_rows_only_where_no_row_sees_a_later_key():
     lowest = torch.finfo(torch.float32).min
     causal = torch.full((40, 44), lowest).triu(5)[None, None]  # [1, 1, q, k]: row i sees keys 0 .. i + 4
-    assert attention.row_blocks(causal) == attention.ROW_BLOCKS
-    assert attention.row_blocks(causal[..., 9:, :]) == 1  # 31 rows: too few to split
+    assert attention.causal_rows(causal)
+    assert not attention.causal_rows(causal[..., 9:, :])  # 31 rows: too few to split
     causal[0, 0, 3, 20] = 0.0  # in place: row 3 now sees a later key
-    assert attention.row_blocks(causal) == 1
+    assert not attention.causal_rows(causal)
     blind = torch.full((40, 44), lowest).triu(5)[None, None]
     blind[0, 0, 7] = lowest  # row 7 sees no key: its weights spread over every key the block holds
-    assert attention.row_blocks(blind) == 1
+    assert not attention.causal_rows(blind)
     padded = torch.full((2, 1, 40, 44), lowest).triu(5)
     padded[1, :, :, :3] = lowest  # the second row's first keys are padding
-    assert attention.row_blocks(padded) == attention.ROW_BLOCKS
+    assert attention.causal_rows(padded)
 
 
-def test_row_blocks_give_the_whole_rows_attention():
+@pytest.mark.parametrize("q_len, k_len", [(43, 47), (64, 68), (40, 40), (32, 100), (33, 48)])
+def test_causal_blocks_cover_each_row_once_with_every_key_it_sees(q_len, k_len):
+    blocks = attention.causal_blocks(q_len, k_len)
+    rows = [row for block, _ in blocks for row in range(q_len)[block]]
+    assert rows == list(range(q_len))
+    for block, seen in blocks:
+        assert k_len - q_len + block.stop <= seen <= k_len  # the block's last row sees keys 0 .. k - q + stop - 1
+        assert seen % attention.KEY_STEP == 0 or seen == k_len
+    assert attention.causal_blocks(43, 47) == [(slice(0, 12), 16), (slice(12, 28), 32), (slice(28, 43), 47)]
+
+
+def test_causal_blocks_give_the_whole_rows_attention():
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(3, 4, 40, 8, generator=generator)  # [B, H, q, D]
     key, value = (torch.randn(3, 2, 40, 8, generator=generator) for _ in range(2))  # [B, Hkv, q, D]
@@ -138,10 +149,10 @@ def test_row_blocks_give_the_whole_rows_attention():
     gate = torch.rand(3, 4, 1, 1, generator=generator) < 0.5
     addend = torch.randn(3, 1, 40, 44, generator=generator)
     inputs = (query, key, value, 0.3, mask, gate, addend, first_key, first_value)
-    whole = attention._in_graph(*inputs, 1)
-    assert attention.row_blocks(mask) == 4
-    torch.testing.assert_close(attention._in_graph(*inputs, 4), whole, atol=1e-6, rtol=0)
-    torch.testing.assert_close(attention._in_graph(*inputs, 3), whole, atol=1e-6, rtol=0)
+    assert attention.causal_rows(mask) and len(attention.causal_blocks(40, 44)) == 3
+    whole = attention._in_graph(*inputs, False)
+    assert whole.shape == (3, 40, 4, 8) and whole.is_contiguous()
+    torch.testing.assert_close(attention._in_graph(*inputs, True), whole, atol=1e-6, rtol=0)
 
 
 @torch.no_grad()
@@ -166,10 +177,10 @@ def test_static_graphs_take_any_batch_and_give_way_to_the_symbolic_one(toy, monk
             lambda *a, run=getattr(layer.forward, name), name=name, **k: ran.append(name) or run(*a, **k),
         )
     blocks = []
-    row_blocks = attention.row_blocks
-    monkeypatch.setattr(attention, "row_blocks", lambda mask: blocks.append(row_blocks(mask)) or blocks[-1])
+    causal_rows = attention.causal_rows
+    monkeypatch.setattr(attention, "causal_rows", lambda mask: blocks.append(causal_rows(mask)) or blocks[-1])
     run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, "all", 1)
-    assert ran == ["static"] and set(blocks) == {attention.ROW_BLOCKS}
+    assert ran == ["static"] and set(blocks) == {True}
     graphs = counters["stats"]["unique_graphs"]
     torch.testing.assert_close(
         run_head_sets(lm, single.inputs, sets[:3], single.image_mask, HIDE, "all", 1),
@@ -180,7 +191,7 @@ def test_static_graphs_take_any_batch_and_give_way_to_the_symbolic_one(toy, monk
     assert counters["stats"]["unique_graphs"] == graphs  # the batch is a symbol of the static graph
     blocks.clear()
     run_head_sets(lm, single.inputs, sets, single.image_mask, HIDE, single.last_prompt_mask, 1)
-    assert set(blocks) == {1}  # the last row alone: nothing to split
+    assert set(blocks) == {False}  # the last row alone: nothing to split
     ran.clear()
     monkeypatch.setattr(compiled_module, "STATIC_SHAPES", 1)
     # its one static shape taken by another (earlier tests may have given the grid's shape a static graph)

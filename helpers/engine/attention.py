@@ -75,9 +75,9 @@ ATTENTION = "head_probe"
 HIDE = float("-inf")  # bias that hides keys: only keys the row can see, which then get no attention
 READ_CHUNK_ELEMENTS = 2**26  # fp32 scores per read chunk (256 MiB), bounds the read's memory
 SMALL_KEYS = 256  # up to this many keys, fp32 attention on the CPU runs as matmuls (_small)
-ROW_BLOCKS = 4  # the compiled layers' causal rows in this many blocks where their shapes are static (row_blocks)
-BLOCKED_ROWS = 32  # ... for at least this many rows
-_ROW_BLOCKS_MEMO: dict = {}  # row_blocks' answer for the last mask it saw (_kept_for_mask)
+BLOCKED_ROWS = 32  # the compiled layers' causal rows in blocks from this many rows, where their shapes are static
+KEY_STEP = 16  # a row block's keys are a multiple of this (fp32 lanes of a 512-bit vector; causal_blocks)
+_CAUSAL_ROWS_MEMO: dict = {}  # causal_rows' answer for the last mask it saw (_kept_for_mask)
 PLAIN_KWARGS = {"sliding_window", "position_ids", "cache_position", "is_causal", "use_cache"}  # _small ignores them
 
 QueryRows = torch.Tensor | str  # a [B, T] bool selection of query rows, or "all"
@@ -257,44 +257,58 @@ def _in_graph_intervention(state: _State, module, batch: int, attention_mask) ->
     return state.intervene.heads[:, layer, :, None, None], _addend(selection)[:, None]
 
 
-def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value, blocks) -> torch.Tensor:
+def _in_graph(query, key, value, scaling, mask, gate, addend, first_key, first_value, blocked) -> torch.Tensor:
     """softmax(q k^T s + mask + the addend at the gated heads) v [B, q, H, D], traced into the compiled layer's
     graph: the eager small path's sums, with the logits in the grouped layout [B, Hkv, g, q, k] throughout (a
     [B, H, q, k] view between the two matmuls makes inductor copy the weights with per-element index arithmetic).
     query [B, H, q, D]; key and value [B, Hkv, k', D], after ``first_key`` and ``first_value`` [1, Hkv, p0, D] when
     the rows continue an item's first rows; mask [B or 1, 1, q, k]; gate [B, H, 1, 1]; addend [U', 1, q, k].
-    ``blocks`` > 1 (a causal mask, see row_blocks): the rows in that many blocks, each over the keys up to its last
-    row, which skips most of the masked half of the logits."""
+    ``blocked`` (a causal mask, see causal_rows): the rows in blocks, each over the keys up to its last row
+    (causal_blocks), which skips most of the masked half of the logits. Each block's output goes straight to its
+    rows of the [B, q, H, D] result, one copy rather than a concatenation and then a transpose."""
     if first_key is not None:
         key, value = _continued(first_key, first_value, key, value)
     q_len, k_len = query.shape[2], key.shape[2]
     outputs = []
-    for block in range(blocks):
-        rows = slice(q_len * block // blocks, q_len * (block + 1) // blocks)
-        seen = k_len - q_len + rows.stop  # the block's rows attend to no key after this one
+    for rows, seen in causal_blocks(q_len, k_len) if blocked else [(slice(0, q_len), k_len)]:
         scores = _scores(query[:, :, rows], key[:, :, :seen]) * scaling + mask[:, :, None, rows, :seen]
         if gate is not None:  # [B, Hkv, g, r, k']
             scores = scores + torch.where(
                 gate.reshape(scores.shape[:3] + (1, 1)), addend[:, :, None, rows, :seen], 0.0
             )
-        outputs.append(_weighted_by_head(scores.softmax(-1), value[:, :, :seen]))  # [B, H, r, D]
-    return (outputs[0] if blocks == 1 else torch.cat(outputs, 2)).transpose(1, 2).contiguous()
+        outputs.append(_weighted_by_head(scores.softmax(-1), value[:, :, :seen]).transpose(1, 2))  # [B, r, H, D]
+    return outputs[0].contiguous() if len(outputs) == 1 else torch.cat(outputs, 1)
 
 
-def row_blocks(mask) -> int:
-    """How many row blocks _in_graph runs under ``mask`` [B or 1, 1, q, k]: ROW_BLOCKS where there are at least
-    BLOCKED_ROWS rows, every row sees a key and none sees a key after its own position (k - q + its index), else 1
-    (rows whole: a row that sees no key spreads its weight over every key)."""
+def causal_blocks(q_len: int, k_len: int) -> list[tuple[slice, int]]:
+    """The row blocks of a causal attention over ``k_len`` keys whose ``q_len`` rows are its last: (rows, keys the
+    block holds). A block holds the next multiple of KEY_STEP keys past what its first row sees, and every row that
+    sees no more than that (the last block all keys). Each softmax row then spans whole vectors but in the last
+    block; a key past a row's own is masked, so holding it changes nothing."""
+    offset = k_len - q_len  # row i sees keys 0 .. offset + i
+    blocks, start = [], 0
+    while start < q_len:
+        seen = min(-(-(offset + start + 1) // KEY_STEP) * KEY_STEP, k_len)
+        stop = min(q_len, seen - offset)
+        blocks.append((slice(start, stop), seen))
+        start = stop
+    return blocks
+
+
+def causal_rows(mask) -> bool:
+    """Whether _in_graph may run the rows under ``mask`` [B or 1, 1, q, k] in causal blocks: at least
+    BLOCKED_ROWS rows, every row sees a key and none sees a key after its own position (k - q + its index). A row
+    that sees no key spreads its weight over every key its block holds, so it keeps its rows whole."""
     q_len, k_len = mask.shape[-2:]
     if q_len < BLOCKED_ROWS:
-        return 1
+        return False
 
-    def blocks():
+    def verdict():
         seen = mask > torch.finfo(mask.dtype).min / 2  # [B or 1, 1, q, k]
         later = torch.ones(q_len, k_len, dtype=torch.bool, device=mask.device).triu(k_len - q_len + 1)
-        return ROW_BLOCKS if seen.any(-1).all() and not seen[..., later].any() else 1
+        return bool(seen.any(-1).all()) and not seen[..., later].any()
 
-    return _kept_for_mask(_ROW_BLOCKS_MEMO, mask, None, blocks)
+    return _kept_for_mask(_CAUSAL_ROWS_MEMO, mask, None, verdict)
 
 
 def _kept_for_mask(memo: dict, mask, detail, compute):

@@ -66,7 +66,7 @@ class _LayerForward:
     - Static: the attention inside the graph (attention.in_graph_inputs) at one of the layer's first STATIC_SHAPES
       (rows, keys) pairs. Rows and keys are constants of the graph and the batch a symbol (every tensor argument's
       first dimension where it equals the batch, the rotary tables included: one left unmarked pins the batch of
-      the rest). There the causal rows run in blocks (attention.row_blocks), which a symbolic row count would make
+      the rest). There the causal rows run in blocks (attention.causal_blocks), which a symbolic row count would make
       several times slower (inductor bounds them by floor divisions of the symbol).
     - Symbolic (every size a symbol): every other forward without a key-value cache, the attention inside the graph
       with its rows whole where it takes the in-graph inputs, else the eager attention as a graph break.
@@ -89,9 +89,9 @@ class _LayerForward:
             return self.symbolic(hidden_states, *args, **kwargs)
         shape = tuple(dense[0].shape[-2:])  # (rows, keys)
         if shape not in self.static_shapes and len(self.static_shapes) >= STATIC_SHAPES:
-            return self.symbolic(hidden_states, *args, **kwargs, **{attention.IN_GRAPH: (*dense, 1)})
+            return self.symbolic(hidden_states, *args, **kwargs, **{attention.IN_GRAPH: (*dense, False)})
         self.static_shapes.add(shape)
-        kwargs[attention.IN_GRAPH] = (*dense, attention.row_blocks(dense[0]))
+        kwargs[attention.IN_GRAPH] = (*dense, attention.causal_rows(dense[0]))
         _mark_batch(hidden_states.shape[0], (hidden_states, args, kwargs))
         return self.static(hidden_states, *args, **kwargs)
 
