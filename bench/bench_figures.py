@@ -182,21 +182,33 @@ def matmul_floor(lm) -> dict:
     """fp32 matmul FLOPs of one copy of an NCS item through the decoder, the projections' (q, k, v, o and the
     MLP) and the attention's (q k^T and the weights times v), and the seconds they take at the matmul peak of one
     core measured here as a full run measures it (helpers.runner.floor.matmul_peak)."""
-    config = lm.model.config.text_config
-    tokens = build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched")).inputs["input_ids"]
-    T, D, F = tokens.shape[1], config.hidden_size, config.intermediate_size
-    q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
-    projections = config.num_hidden_layers * (2 * T * D * (q + 2 * kv) + 2 * T * q * D + 2 * T * 3 * D * F)
-    scores = config.num_hidden_layers * 2 * 2 * T * T * q
+    tokens = _ncs_batch(lm).inputs["input_ids"].shape[1]
+    projections, scores = _copy_flops(lm, tokens, tokens)
     peak = matmul_peak()  # the runner's peak, so the call's ratio reads like the run's (run.json's floor)
     return {
-        "tokens": T,
+        "tokens": tokens,
         "flops_per_copy": projections + scores,
         "projection_flops_per_copy": projections,
         "attention_flops_per_copy": scores,
         "peak_flops": peak,
         "floor_seconds_per_copy": (projections + scores) / peak,
     }
+
+
+def _ncs_batch(lm):
+    """The bench's NCS item: the first matched single-image item of the co corpus, built."""
+    return build_batch(lm.processor, single_image_items(load_corpus("co"), 1, 0, "matched"))
+
+
+def _copy_flops(lm, rows: int, keys: int) -> tuple[float, float]:
+    """Matmul FLOPs of one copy through every decoder layer at ``rows`` query rows over ``keys`` keys: (the
+    projections and MLP, the attention's two matmuls), as the run's copy ledger counts them
+    (helpers.engine.copy_ledger.layer_flops)."""
+    config = lm.model.config.text_config
+    D, F = config.hidden_size, config.intermediate_size
+    q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
+    projections = config.num_hidden_layers * (2 * rows * D * (q + 2 * kv) + 2 * rows * q * D + 2 * rows * 3 * D * F)
+    return projections, config.num_hidden_layers * 2 * 2 * rows * keys * q
 
 
 def _timed(spent: collections.Counter, part: str, call):
@@ -244,8 +256,12 @@ def call_parts(lm, floor: dict, repeats: int) -> dict:
     embedding and MLP, and the attention function apart); everything outside the layers (embedding, the clean
     item's record, the output head, the engine's Python). Each part as t(n) = fixed + n x per copy, beside the
     floors of its matmuls."""
-    peak = floor["peak_flops"]
-    projections, scores = floor["projection_flops_per_copy"] / peak, floor["attention_flops_per_copy"] / peak
+    batch = _ncs_batch(lm)
+    tokens = batch.inputs["input_ids"].shape[1]
+    # the copies run rows [p0, T) after the rows before the first hidden key (run_head_sets' unchanged prefix): the
+    # floor counts those rows at every layer, as the run's copy ledger does (the last layer's kept row not apart)
+    start = int(batch.image_mask[0].nonzero()[0])
+    projections, scores = (flops / floor["peak_flops"] for flops in _copy_flops(lm, tokens - start, tokens))
     floors = {
         IN_GRAPH: {"whole call": projections + scores, "layers with their attention": projections + scores},
         EAGER: {
@@ -255,8 +271,6 @@ def call_parts(lm, floor: dict, repeats: int) -> dict:
         },
     }
     sets = torch.as_tensor(_sets(lm))
-    single = single_image_items(load_corpus("co"), 1, 0, "matched")[0]
-    batch = build_batch(lm.processor, [single])
     spent = {(path, n): collections.Counter() for path in floors for n in (1, 21)}
     attention_time = collections.Counter()
     timed_attention = torch.compiler.disable(
