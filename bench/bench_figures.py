@@ -201,14 +201,12 @@ def _ncs_batch(lm):
 
 
 def _copy_flops(lm, rows: int, keys: int) -> tuple[float, float]:
-    """Matmul FLOPs of one copy through every decoder layer at ``rows`` query rows over ``keys`` keys: (the
-    projections and MLP, the attention's two matmuls), as the run's copy ledger counts them
-    (helpers.engine.copy_ledger.layer_flops)."""
-    config = lm.model.config.text_config
-    D, F = config.hidden_size, config.intermediate_size
-    q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
-    projections = config.num_hidden_layers * (2 * rows * D * (q + 2 * kv) + 2 * rows * q * D + 2 * rows * 3 * D * F)
-    return projections, config.num_hidden_layers * 2 * 2 * rows * keys * q
+    """Matmul FLOPs of one copy through every decoder layer at ``rows`` query rows over ``keys`` keys, as the run's
+    copy ledger counts them (copy_ledger.layer_flops): (the projections and MLP, the attention's two matmuls)."""
+    vocab = lm.model.get_output_embeddings().weight.shape[0]
+    shape = copy_ledger.text_shape(lm.adapter.language_model(lm.model).config, vocab)
+    projections = shape["layers"] * copy_ledger.layer_flops(shape, rows, 0)  # no keys: the attention's terms are 0
+    return projections, shape["layers"] * copy_ledger.layer_flops(shape, rows, keys) - projections
 
 
 def _timed(spent: collections.Counter, part: str, call):
